@@ -1,0 +1,64 @@
+"""fix_module: the one macro a fix's BUILD.bazel calls.
+
+It declares, from the files in the fix folder:
+  :lib         py_library of fix.py and its helpers (+ README.md, fixtures/)
+  :repro       py_binary of repro.py (exit 1 reproduced, 0 not, 77 skipped)
+  :cases_test  the fix's inline transformation cases, run by the generic helper
+  :test_*      one py_test per test_*.py, run under pytest
+
+Tags mark what a test needs: gpu, rocm, cuda (hardware), network (downloads
+wheels), slow. .bazelrc filters the hardware tags out by default.
+"""
+
+PYTEST_MAIN = "//tools:pytest_main.py"
+CASES_TEST = "//tools:fix_cases_test.py"
+
+def fix_module(test_tags = {}, repro_tags = [], deps = [], data = [], size = "medium"):
+    pkg = native.package_name()
+    fixture_files = native.glob(["fixtures/**"])
+    native.py_library(
+        name = "lib",
+        srcs = native.glob(["*.py"], exclude = ["test_*.py"]),
+        data = native.glob(["README.md"]) + fixture_files + data,
+        deps = ["//tools:fixlib", "//fixes:init"] + deps,
+        visibility = ["//visibility:public"],
+    )
+    native.py_binary(
+        name = "repro",
+        srcs = ["repro.py"],
+        main = "repro.py",
+        deps = [":lib"],
+        tags = repro_tags,
+    )
+    native.py_test(
+        name = "cases_test",
+        srcs = [PYTEST_MAIN, CASES_TEST],
+        main = PYTEST_MAIN,
+        args = ["FIX_PACKAGE=" + pkg.replace("/", "."), "$(location %s)" % CASES_TEST],
+        deps = [":lib", "//tools:testing"],
+        size = "small",
+    )
+    for src in native.glob(["test_*.py"]):
+        name = src[:-len(".py")]
+        native.py_test(
+            name = name,
+            srcs = [src, PYTEST_MAIN],
+            main = PYTEST_MAIN,
+            args = ["$(location %s)" % src],
+            deps = [":lib", "//tools:testing"],
+            tags = test_tags.get(name, []),
+            size = size,
+        )
+
+def pytest_test(name, srcs, deps = [], data = [], tags = [], size = "medium"):
+    """A py_test run under pytest (for tests/ and tools/)."""
+    native.py_test(
+        name = name,
+        srcs = srcs + [PYTEST_MAIN],
+        main = PYTEST_MAIN,
+        args = ["$(location %s)" % s for s in srcs if s.split(":")[-1].startswith("test_")],
+        deps = deps,
+        data = data,
+        tags = tags,
+        size = size,
+    )

@@ -1,0 +1,113 @@
+"""Engine-independent application of a fix to source text, with its match
+contract, presence check and validation. Pure: reads through a callback and
+returns new text; it never touches a checkout."""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Callable
+
+from tools.fixlib.model import FileChange, Fix, NotApplicable, TargetSyntaxError
+
+
+class Status(str, enum.Enum):
+    APPLIED = "applied"
+    ALREADY_APPLIED = "already-applied"
+    NOT_APPLICABLE = "not-applicable"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class FileOutcome:
+    path: str
+    status: Status
+    detail: str
+    new_text: str | None = None  # set when status is APPLIED
+
+
+@dataclass(frozen=True)
+class FixOutcome:
+    fix: Fix
+    status: Status
+    detail: str
+    files: tuple[FileOutcome, ...] = ()
+    new_files: dict[str, str] = field(default_factory=dict)  # path -> patched text
+
+
+class Unreadable(Exception):
+    """The target exists but cannot be read as text."""
+
+
+def decode(path: str, data: bytes) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise Unreadable(f"{path} is not UTF-8 text (byte {err.start})") from None
+
+
+def apply_change(change: FileChange, text: str) -> FileOutcome:
+    """Apply one file change to `text`, enforcing the match contract."""
+    path, want = change.path, change.sites
+    try:
+        result = change.transform.rewrite(text)
+    except NotApplicable as err:
+        return FileOutcome(path, Status.NOT_APPLICABLE, f"{path}: {err} (code moved or removed?)")
+    except TargetSyntaxError as err:
+        return FileOutcome(path, Status.FAILED, f"{path}: {err}")
+    if result.changed == 0 and result.present == want:
+        return FileOutcome(path, Status.ALREADY_APPLIED, f"{path}: fix already present ({want} site(s))")
+    if result.changed + result.present != want or result.changed == 0:
+        return FileOutcome(
+            path, Status.FAILED,
+            f"{path}: match contract expects {want} site(s) for {change.transform.description!r}, "
+            f"found {result.changed} to change and {result.present} already fixed")
+    problem = check_result(change, result.source)
+    if problem:
+        return FileOutcome(path, Status.FAILED, f"{path}: {problem}")
+    return FileOutcome(path, Status.APPLIED, f"{path}: {result.changed} site(s) changed", result.source)
+
+
+def check_result(change: FileChange, new_text: str) -> str | None:
+    """The transformed text must parse, hold the contract and be a fixed point."""
+    try:
+        again = change.transform.rewrite(new_text)
+    except (NotApplicable, TargetSyntaxError) as err:
+        return f"transformed text is broken: {err}"
+    if again.changed or again.present != change.sites:
+        return (f"transformation is not idempotent: second run changed {again.changed}, "
+                f"found {again.present} of {change.sites} fixed")
+    return None
+
+
+def apply_fix(fix: Fix, read: Callable[[str], bytes | None]) -> FixOutcome:
+    """Apply every file change of `fix`; `read(path)` returns None when absent."""
+    outcomes = []
+    for change in fix.changes:
+        data = read(change.path)
+        if data is None:
+            outcomes.append(FileOutcome(change.path, Status.NOT_APPLICABLE,
+                                        f"{change.path}: not in this upstream"))
+            continue
+        try:
+            text = decode(change.path, data)
+        except Unreadable as err:
+            outcomes.append(FileOutcome(change.path, Status.FAILED, str(err)))
+            continue
+        outcomes.append(apply_change(change, text))
+    return summarise(fix, tuple(outcomes))
+
+
+def summarise(fix: Fix, files: tuple[FileOutcome, ...]) -> FixOutcome:
+    by = {s: [f for f in files if f.status is s] for s in Status}
+    detail = "; ".join(f.detail for f in files)
+    if by[Status.FAILED]:
+        return FixOutcome(fix, Status.FAILED, "; ".join(f.detail for f in by[Status.FAILED]), files)
+    if by[Status.NOT_APPLICABLE] and by[Status.APPLIED]:
+        # Never emit half a fix: a partial patch would look like success.
+        return FixOutcome(fix, Status.FAILED, "partial match, refusing half a fix: " + detail, files)
+    if by[Status.NOT_APPLICABLE]:
+        return FixOutcome(fix, Status.NOT_APPLICABLE, detail, files)
+    if by[Status.APPLIED]:
+        new = {f.path: f.new_text for f in by[Status.APPLIED]}
+        return FixOutcome(fix, Status.APPLIED, detail, files, new)
+    return FixOutcome(fix, Status.ALREADY_APPLIED, detail, files)

@@ -1,0 +1,195 @@
+"""make_patch: turn fixes into git patches against a checkout or a wheel.
+
+Exit codes: 0 nothing requested failed; 1 a fix failed; 2 bad input (one line
+on stderr, nothing written); 130 interrupted.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from tools.fixlib.apply import FixOutcome, Status, Unreadable, apply_fix
+from tools.fixlib.errors import UserError
+from tools.fixlib.model import Fix, FixDeclarationError
+from tools.fixlib.patches import Entry, check_branch_name, check_out_dir, create_branch, write_series
+from tools.fixlib.projects import PROJECTS
+from tools.fixlib.registry import discover
+from tools.fixlib.upstream import Upstream, open_upstream
+
+DEFAULT_OUT = "patches-out"
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, exit 2 (argparse prints usage too)
+        raise UserError(message)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = Parser(prog="make_patch", description=__doc__.split("\n")[0])
+    p.add_argument("fix_ids", nargs="*", metavar="FIX_ID", help="fixes to apply, in series order")
+    p.add_argument("--all", action="store_true", help="every fix for the upstream")
+    p.add_argument("--upstream", required=True, metavar="PATH_OR_SPEC",
+                   help="a git checkout, pip:NAME==VERSION, or 'default' (each project's default)")
+    p.add_argument("--out", metavar="DIR", help=f"write the series here (default: {DEFAULT_OUT})")
+    p.add_argument("--branch", metavar="NAME", help="also add the fixes as commits on a new branch")
+    p.add_argument("--check", action="store_true", help="report statuses only; write nothing")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--validate", action="store_true", help="also run each fix's behavioural check")
+    return p.parse_args(argv)
+
+
+def select(fixes: list[Fix], args: argparse.Namespace) -> list[Fix]:
+    if args.all and args.fix_ids:
+        raise UserError("give fix ids or --all, not both")
+    if args.all:
+        return fixes
+    if not args.fix_ids:
+        raise UserError("name the fixes to apply, or --all (fix ids: "
+                        + ", ".join(f.id for f in fixes) + ")")
+    by_id = {f.id: f for f in fixes}
+    for fid in args.fix_ids:
+        if fid not in by_id:
+            raise UserError(f"unknown fix id {fid!r} (known: {', '.join(by_id)})")
+    wanted = set(args.fix_ids)
+    return [f for f in fixes if f.id in wanted]  # series order, not argument order
+
+
+def check_options(args: argparse.Namespace) -> None:
+    if args.check and (args.out or args.branch):
+        raise UserError("--check writes nothing: it cannot be combined with --out or --branch")
+    if args.branch and (args.upstream == "default" or args.upstream.startswith("pip:")):
+        raise UserError("--branch needs a git checkout as --upstream")
+
+
+def run_one(upstream: Upstream, fixes: list[Fix], validate: bool, progress) -> list[FixOutcome]:
+    """Apply `fixes` in order; each sees the files as the previous ones left them."""
+    patched: dict[str, str] = {}
+
+    def read(path: str) -> bytes | None:
+        return patched[path].encode() if path in patched else upstream.read(path)
+
+    outcomes = []
+    for n, fix in enumerate(fixes, 1):
+        progress(f"[{n}/{len(fixes)}] {fix.id}")
+        try:
+            outcome = apply_fix(fix, read)
+        except Unreadable as err:
+            outcome = FixOutcome(fix, Status.FAILED, str(err))
+        if outcome.status is Status.APPLIED and validate and fix.validate:
+            problem = fix.validate({**patched, **outcome.new_files})
+            if problem:
+                outcome = FixOutcome(fix, Status.FAILED, f"validation: {problem}", outcome.files)
+        if outcome.status is Status.APPLIED:
+            patched.update(outcome.new_files)
+        outcomes.append(outcome)
+    return outcomes
+
+
+def plan(args: argparse.Namespace, fixes: list[Fix]) -> list[tuple[str, list[Fix]]]:
+    """(upstream spec, fixes) pairs to run, plus fixes that cannot run at all."""
+    if args.upstream != "default":
+        return [(args.upstream, fixes)]
+    groups: dict[str, list[Fix]] = {}
+    for fix in fixes:
+        groups.setdefault(PROJECTS[fix.upstream].default_spec, []).append(fix)
+    return sorted(groups.items())
+
+
+def execute(args: argparse.Namespace) -> dict:
+    check_options(args)
+    fixes = select(discover(), args)
+    progress = (lambda msg: print(msg, file=sys.stderr)) if sys.stderr.isatty() else (lambda msg: None)
+    runs = []
+    for spec, group in plan(args, fixes):
+        if not spec:  # default mode, project without an obtainable default
+            project = group[0].upstream
+            runs.append({"upstream": None, "base": None, "out": None, "results": [
+                result(f, Status.NOT_APPLICABLE,
+                       f"no default upstream for {project} on this machine; pass --upstream <{project} checkout>")
+                for f in group]})
+            continue
+        upstream = open_upstream(spec)
+        mine = [f for f in group if f.upstream == upstream.project.name]
+        if not args.all:
+            for f in group:
+                if f.upstream != upstream.project.name:
+                    raise UserError(f"fix {f.id} targets {f.upstream}, but --upstream {spec} "
+                                    f"is a {upstream.project.name} tree")
+        out = None
+        if not args.check:
+            out = Path(args.out or DEFAULT_OUT)
+            if args.upstream == "default":
+                out = out / upstream.project.name
+            check_out_dir(upstream, out)
+        if args.branch:
+            check_branch_name(upstream, args.branch)
+        outcomes = run_one(upstream, mine, args.validate, progress)
+        entries = [Entry(o.fix, o.new_files) for o in outcomes if o.status is Status.APPLIED]
+        patches = write_series(upstream, entries, out) if out else []
+        branch_tip = create_branch(upstream, entries, args.branch) if args.branch and entries else None
+        names = iter(patches)
+        runs.append({
+            "upstream": upstream.label, "project": upstream.project.name, "base": upstream.head,
+            "out": str(out) if out else None, "branch": args.branch if branch_tip else None,
+            "branch_tip": branch_tip,
+            "results": [result(o.fix, o.status, o.detail,
+                               next(names) if o.status is Status.APPLIED and patches else None)
+                        for o in outcomes]})
+    failed = any(r["status"] == Status.FAILED.value for run in runs for r in run["results"])
+    return {"runs": runs, "exit_code": 1 if failed else 0}
+
+
+def result(fix: Fix, status: Status, detail: str, patch: str | None = None) -> dict:
+    return {"fix": fix.id, "upstream_project": fix.upstream, "status": status.value,
+            "detail": detail, "patch": patch}
+
+
+def render_table(report: dict) -> str:
+    lines = []
+    for run in report["runs"]:
+        lines.append(f"upstream: {run['upstream'] or '(none)'}")
+        rows = [(r["fix"], r["status"], r["detail"]) for r in run["results"]]
+        width = max([len("FIX")] + [len(r[0]) for r in rows])
+        lines.append(f"  {'FIX':<{width}}  {'STATUS':<15}  DETAIL")
+        lines += [f"  {fid:<{width}}  {status:<15}  {detail}" for fid, status, detail in rows]
+        if not rows:
+            lines.append("  (no fixes for this upstream)")
+        if run.get("out"):
+            count = sum(1 for r in run["results"] if r["patch"])
+            lines.append(f"  wrote {count} patch(es) and series to {run['out']}")
+        if run.get("branch"):
+            lines.append(f"  created branch {run['branch']} at {run['branch_tip'][:12]}")
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    if "BUILD_WORKING_DIRECTORY" in os.environ:  # under `bazel run`
+        os.chdir(os.environ["BUILD_WORKING_DIRECTORY"])
+    try:
+        args = parse_args(argv)
+        report = execute(args)
+    except UserError as err:
+        print(f"make_patch: error: {err}", file=sys.stderr)
+        return 2
+    except FixDeclarationError as err:
+        print(f"make_patch: broken fix declaration: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("make_patch: interrupted; the checkout was not changed", file=sys.stderr)
+        return 130
+    except Exception as err:  # a bug here: still one line, and the checkout is untouched
+        if os.environ.get("MAKE_PATCH_DEBUG"):
+            raise
+        print(f"make_patch: internal error: {type(err).__name__}: {err} "
+              "(rerun with MAKE_PATCH_DEBUG=1 for the traceback)", file=sys.stderr)
+        return 3
+    print(json.dumps(report, indent=2) if args.json else render_table(report), end="" if not args.json else "\n")
+    return report["exit_code"]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

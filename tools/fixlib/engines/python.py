@@ -1,0 +1,90 @@
+"""The Python engine: transformations written as libcst transformers.
+
+A fix subclasses SiteTransformer (which counts anchors, changed and present
+sites) and wraps it in a PythonTransform. libcst round-trips the source, so
+everything the transformer does not touch stays byte-identical.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import libcst as cst
+
+from tools.fixlib.model import NotApplicable, Rewrite, TargetSyntaxError
+
+
+class SiteTransformer(cst.CSTTransformer):
+    """Base transformer: tracks the qualified name of the enclosing scope and
+    counts what the match contract needs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.anchors = 0  # how many anchor scopes (e.g. functions) were found
+        self.changed = 0  # sites rewritten
+        self.present = 0  # sites already in fixed form
+        self._scope: list[str] = []
+
+    @property
+    def qualname(self) -> str:
+        return ".".join(self._scope)
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        self._scope.append(node.name.value)
+        return True
+
+    def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
+        self._scope.pop()
+        return updated
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        self._scope.append(node.name.value)
+        return True
+
+    def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef):
+        self._scope.pop()
+        return updated
+
+
+class PythonTransform:
+    """Adapts a SiteTransformer factory to the Transform protocol."""
+
+    engine = "python"
+
+    def __init__(self, make: Callable[[], SiteTransformer], description: str, anchor: str):
+        self._make = make
+        self.description = description
+        self.anchor = anchor  # what NotApplicable says it looked for
+
+    def rewrite(self, source: str) -> Rewrite:
+        module = parse(source)
+        transformer = self._make()
+        new = module.visit(transformer)
+        if transformer.anchors == 0:
+            raise NotApplicable(f"no {self.anchor}")
+        return Rewrite(new.code, transformer.changed, transformer.present)
+
+
+def parse(source: str) -> cst.Module:
+    try:
+        return cst.parse_module(source)
+    except cst.ParserSyntaxError as err:
+        raise TargetSyntaxError(f"Python syntax error at line {err.raw_line}: {err.message}") from None
+
+
+def dotted_name(node: cst.BaseExpression) -> str | None:
+    """'torch.batch_norm' for the expression torch.batch_norm, else None."""
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        base = dotted_name(node.value)
+        return f"{base}.{node.attr.value}" if base else None
+    return None
+
+
+def call_argument(call: cst.Call, position: int, keyword: str) -> cst.BaseExpression | None:
+    """The argument bound to a parameter given by position or keyword."""
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == keyword:
+            return arg.value
+    positional = [a for a in call.args if a.keyword is None and not a.star]
+    return positional[position].value if position < len(positional) else None

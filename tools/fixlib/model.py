@@ -1,0 +1,161 @@
+"""The fix declaration model: what every fixes/<upstream>/<name>/fix.py declares.
+
+A fix is one frozen dataclass. Everything make_patch, the tests and the runtime
+need is reachable from it: identity, DEP-3 provenance, per-file transformations
+with their match contracts, inline transformation cases, the runtime hot-fix
+and the reproducer.
+"""
+from __future__ import annotations
+
+import dataclasses
+import enum
+import re
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Protocol, Sequence
+
+BACKENDS = ("rocm", "cuda", "cpu")
+_ID_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+_DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+
+
+class FixDeclarationError(ValueError):
+    """A fix.py declares something inconsistent (a bug in this repository)."""
+
+
+class NotApplicable(Exception):
+    """The transformation's anchor (function, class) is not in this source."""
+
+
+class TargetSyntaxError(Exception):
+    """The target file does not parse (message names the line)."""
+
+
+@dataclass(frozen=True)
+class Dep3:
+    """Debian DEP-3 patch header fields (https://dep-team.pages.debian.net/deps/dep3/)."""
+
+    origin: str  # "upstream, <url>" | "backport, <url>" | "vendor" | "other"
+    last_update: str  # YYYY-MM-DD; also the deterministic patch date
+    bug: str | None = None
+    forwarded: str = "no"  # URL | "no" | "not-needed"
+    applied_upstream: str | None = None  # URL or commit of the upstream fix
+
+    def trailers(self) -> list[tuple[str, str]]:
+        rows = [("Origin", self.origin), ("Bug", self.bug), ("Forwarded", self.forwarded),
+                ("Applied-Upstream", self.applied_upstream), ("Last-Update", self.last_update)]
+        return [(k, v) for k, v in rows if v]
+
+
+class Transform(Protocol):
+    """What an engine-specific transformation offers (see engines/)."""
+
+    engine: str  # "python" | "cpp"
+    description: str
+
+    def rewrite(self, source: str) -> "Rewrite":
+        """Return the rewritten source and the number of sites it changed and found
+        already fixed. Raise NotApplicable when the anchor is missing and
+        TargetSyntaxError when the source does not parse."""
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    source: str
+    changed: int  # sites rewritten by this call
+    present: int  # sites already in fixed form (the presence check)
+
+
+@dataclass(frozen=True)
+class FileChange:
+    """One target file: its transformation and its match contract."""
+
+    path: str  # upstream repository-relative path
+    transform: Transform
+    sites: int = 1  # exactly this many sites must change (or already be fixed)
+
+
+@dataclass(frozen=True)
+class Case:
+    """An inline transformation case, written by us (never upstream text).
+
+    after=None means a noop case: the transformation must leave `before`
+    unchanged, and `expect` says which status it must report
+    ("already-applied" or "not-applicable" or "failed")."""
+
+    name: str
+    before: str
+    after: str | None = None
+    expect: str = "applied"
+
+
+class Verdict(enum.Enum):
+    REPRODUCED = "reproduced"
+    NOT_REPRODUCED = "not-reproduced"
+    SKIPPED = "skipped"
+
+    @property
+    def exit_code(self) -> int:
+        return {"reproduced": 1, "not-reproduced": 0, "skipped": 77}[self.value]
+
+
+@dataclass(frozen=True)
+class ReproResult:
+    verdict: Verdict
+    summary: str  # one line, with the numbers behind the verdict
+    details: Mapping[str, object] = field(default_factory=dict)
+    needs: str | None = None  # backend the real mechanism needs, when not here
+
+
+@dataclass(frozen=True)
+class HotFix:
+    """The runtime form of a fix, for stacks that cannot be rebuilt.
+
+    apply/remove are idempotent and return a one-line message saying what they
+    did (or why they did nothing: library absent, platform unaffected)."""
+
+    apply: Callable[..., str]
+    remove: Callable[[], str]
+    description: str
+
+
+@dataclass(frozen=True)
+class Fix:
+    id: str
+    title: str  # the patch subject
+    upstream: str  # project name in tools/fixlib/projects.py
+    description: str  # the commit message body: symptom, cause, fix
+    dep3: Dep3
+    backends: Sequence[str]  # affected backends
+    changes: Sequence[FileChange]
+    references: Sequence[str] = ()
+    author: str = "Fix Monorepo <fix-monorepo@users.noreply.github.com>"
+    cases: Sequence[Case] = ()
+    hotfix: HotFix | None = None
+    reproduce: Callable[[], ReproResult] | None = None
+    # Behavioural check of the patched files ({path: text}) for --validate:
+    # returns a problem or None. It must not import or run upstream code.
+    validate: Callable[[Mapping[str, str]], str | None] | None = None
+    package: str = ""  # filled in by discovery: fixes.<upstream>.<name>
+
+    def __post_init__(self) -> None:
+        problems = []
+        if not _ID_RE.match(self.id):
+            problems.append(f"id {self.id!r} is not kebab-case")
+        if not _DATE_RE.match(self.dep3.last_update):
+            problems.append(f"Last-Update {self.dep3.last_update!r} is not YYYY-MM-DD")
+        if unknown := set(self.backends) - set(BACKENDS):
+            problems.append(f"unknown backends {sorted(unknown)}")
+        if not self.changes:
+            problems.append("declares no file changes")
+        paths = [c.path for c in self.changes]
+        if len(paths) != len(set(paths)):
+            problems.append("declares the same path twice")
+        if any(c.sites < 1 for c in self.changes):
+            problems.append("a match contract must expect at least one site")
+        if "\n" in self.title:
+            problems.append("title must be one line")
+        if problems:
+            raise FixDeclarationError(f"fix {self.id}: " + "; ".join(problems))
+
+    def with_package(self, package: str) -> "Fix":
+        return dataclasses.replace(self, package=package)

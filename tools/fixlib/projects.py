@@ -1,0 +1,31 @@
+"""The upstream projects fixes target, and how to recognise their trees."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Project:
+    name: str  # as used in fixes/<name>/ and Fix.upstream
+    dist: str  # its distribution on PyPI
+    markers: tuple[str, ...]  # a tree holding any of these paths is this project
+    default_spec: str  # what `--upstream default` uses; "" until a fix needs one
+    wheel_root: str = ""  # where the wheel's files live in the repository layout
+
+
+PROJECTS: dict[str, Project] = {
+    p.name: p
+    for p in (
+        Project("pytorch", "torch", ("torch/__init__.py",), "pip:torch==2.13.0"),
+        Project("transformer-engine", "transformer-engine",
+                ("transformer_engine/__init__.py",), ""),
+        Project("transformers", "transformers",
+                ("src/transformers/__init__.py",), "", wheel_root="src/"),
+        Project("xla", "", ("xla/stream_executor/BUILD",), ""),
+    )
+}
+
+
+def by_dist(dist: str) -> Project | None:
+    norm = dist.lower().replace("_", "-")
+    return next((p for p in PROJECTS.values() if p.dist and p.dist == norm), None)

@@ -1,0 +1,66 @@
+"""Test helpers shared by every fix: the inline-case runner and small git
+fixtures. Library code, like libcst's CodemodTest and Fixit's rule tests."""
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from tools.fixlib.apply import Status, apply_change
+from tools.fixlib.model import Case, Fix
+
+
+def change_for(fix: Fix, case: Case):
+    if len(fix.changes) == 1:
+        return fix.changes[0]
+    raise AssertionError(f"fix {fix.id} has several files: give its cases a path")
+
+
+def check_case(fix: Fix, case: Case) -> None:
+    """Run one inline case through the same code make_patch uses."""
+    change = change_for(fix, case)
+    outcome = apply_change(change, case.before)
+    assert outcome.status.value == case.expect, f"{case.name}: {outcome.status.value}: {outcome.detail}"
+    if case.expect == Status.APPLIED.value:
+        assert case.after is not None, f"{case.name}: an applied case needs `after`"
+        assert outcome.new_text == case.after, f"{case.name}: unexpected output:\n{outcome.new_text}"
+        again = apply_change(change, outcome.new_text)
+        assert again.status is Status.ALREADY_APPLIED, f"{case.name}: not idempotent: {again.detail}"
+    else:
+        assert case.after is None, f"{case.name}: a {case.expect} case has no `after`"
+        assert outcome.new_text is None
+
+
+GIT_ID = {"GIT_AUTHOR_NAME": "Test", "GIT_AUTHOR_EMAIL": "test@example.com",
+          "GIT_COMMITTER_NAME": "Test", "GIT_COMMITTER_EMAIL": "test@example.com",
+          "GIT_AUTHOR_DATE": "2026-01-01T00:00:00+0000",
+          "GIT_COMMITTER_DATE": "2026-01-01T00:00:00+0000"}
+
+
+def git(repo: Path, *args: str) -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(GIT_ID, GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull)
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
+                          text=True, env=env).stdout
+
+
+def make_repo(path: Path, files: dict[str, str | bytes]) -> Path:
+    """A git repository with one commit holding `files`."""
+    path.mkdir(parents=True, exist_ok=True)
+    git(path, "init", "-q", "-b", "main")
+    for name, content in files.items():
+        target = path / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        (target.write_bytes if isinstance(content, bytes) else target.write_text)(content)
+    git(path, "add", "-A")
+    git(path, "commit", "-q", "-m", "upstream")
+    return path
+
+
+def snapshot(repo: Path) -> str:
+    """Everything a user could lose: HEAD, refs, index, working tree (incl. untracked)."""
+    parts = [git(repo, "rev-parse", "HEAD"), git(repo, "for-each-ref"),
+             git(repo, "ls-files", "-s"), git(repo, "status", "--porcelain", "--ignored")]
+    for f in sorted(p for p in repo.rglob("*") if p.is_file() and ".git" not in p.parts):
+        parts.append(f"{f.relative_to(repo)}:{f.read_bytes().hex()}")
+    return "\n".join(parts)
