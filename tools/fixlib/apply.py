@@ -79,14 +79,16 @@ def check_result(change: FileChange, new_text: str) -> str | None:
     return None
 
 
-def apply_fix(fix: Fix, read: Callable[[str], bytes | None]) -> FixOutcome:
-    """Apply every file change of `fix`; `read(path)` returns None when absent."""
+def apply_fix(fix: Fix, read: Callable[[str], bytes | None],
+              missing: str = "not in this upstream") -> FixOutcome:
+    """Apply every file change of `fix`; `read(path)` returns None when absent,
+    which is reported as `<path>: <missing>`."""
     outcomes = []
     for change in fix.changes:
         data = read(change.path)
         if data is None:
             outcomes.append(FileOutcome(change.path, Status.NOT_APPLICABLE,
-                                        f"{change.path}: not in this upstream"))
+                                        f"{change.path}: {missing}"))
             continue
         try:
             text = decode(change.path, data)

@@ -75,7 +75,7 @@ def run_one(upstream: Upstream, fixes: list[Fix], validate: bool, progress) -> l
     for n, fix in enumerate(fixes, 1):
         progress(f"[{n}/{len(fixes)}] {fix.id}")
         try:
-            outcome = apply_fix(fix, read)
+            outcome = apply_fix(fix, read, upstream.missing_file_hint)
         except Unreadable as err:
             outcome = FixOutcome(fix, Status.FAILED, str(err))
         if outcome.status is Status.APPLIED and validate and fix.validate:

@@ -111,11 +111,14 @@ def write_series(upstream: Upstream, entries: list[Entry], out: Path) -> list[st
     """Write NNNN-<id>.patch files, `series` and `BASE` into `out`, replacing a
     series written there before. Returns the patch file names."""
     check_out_dir(upstream, out)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        staged = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.new-"))
+    except OSError as err:
+        raise UserError(f"--out {out}: cannot write there: {err.strerror}") from None
     with tempfile.TemporaryDirectory(prefix=".make_patch-") as tmp:
         scratch = ScratchRepo(upstream, Path(tmp))
         names = [patch_name(i, e.fix) for i, e in enumerate(entries, 1)]
-        staged = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.new-"))
         try:
             for i, (sha, name) in enumerate(zip(scratch.commits(entries), names), 1):
                 (staged / name).write_text(scratch.format_patch(sha, i, len(names)))

@@ -7,7 +7,8 @@ from pathlib import Path
 from tools.fixlib.model import Fix, FixDeclarationError
 from tools.fixlib.projects import PROJECTS
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+# absolute(), not resolve(): under Bazel the runfiles tree, not the source tree, is the root
+REPO_ROOT = Path(__file__).absolute().parents[2]
 
 
 def fix_packages(root: Path = REPO_ROOT) -> list[str]:

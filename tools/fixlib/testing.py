@@ -37,10 +37,10 @@ GIT_ID = {"GIT_AUTHOR_NAME": "Test", "GIT_AUTHOR_EMAIL": "test@example.com",
           "GIT_COMMITTER_DATE": "2026-01-01T00:00:00+0000"}
 
 
-def git(repo: Path, *args: str) -> str:
+def git(repo: Path, *args: str, check: bool = True) -> str:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     env.update(GIT_ID, GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull)
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
+    return subprocess.run(["git", "-C", str(repo), *args], check=check, capture_output=True,
                           text=True, env=env).stdout
 
 
@@ -57,10 +57,17 @@ def make_repo(path: Path, files: dict[str, str | bytes]) -> Path:
     return path
 
 
-def snapshot(repo: Path) -> str:
+def snapshot(repo: Path) -> dict[str, str]:
     """Everything a user could lose: HEAD, refs, index, working tree (incl. untracked)."""
-    parts = [git(repo, "rev-parse", "HEAD"), git(repo, "for-each-ref"),
-             git(repo, "ls-files", "-s"), git(repo, "status", "--porcelain", "--ignored")]
-    for f in sorted(p for p in repo.rglob("*") if p.is_file() and ".git" not in p.parts):
-        parts.append(f"{f.relative_to(repo)}:{f.read_bytes().hex()}")
-    return "\n".join(parts)
+    files = sorted(p for p in repo.rglob("*") if p.is_file() and ".git" not in p.parts)
+    return {"head": git(repo, "symbolic-ref", "-q", "HEAD") if _on_branch(repo) else "",
+            "head_commit": git(repo, "rev-parse", "-q", "--verify", "HEAD^{commit}", check=False),
+            "refs": git(repo, "for-each-ref"),
+            "index": git(repo, "ls-files", "-s"),
+            "status": git(repo, "status", "--porcelain", "--ignored"),
+            "files": "\n".join(f"{f.relative_to(repo)}:{f.read_bytes().hex()}" for f in files)}
+
+
+def _on_branch(repo: Path) -> bool:
+    return subprocess.run(["git", "-C", str(repo), "symbolic-ref", "-q", "HEAD"],
+                          capture_output=True).returncode == 0

@@ -42,6 +42,14 @@ class Upstream:
     project: Project
     label: str  # for people: "pip:torch==2.13.0" or "/src/pytorch @ 1a2b3c4d (main)"
 
+    @property
+    def missing_file_hint(self) -> str:
+        """What to say about a target file this upstream does not have."""
+        if self.spec.startswith("pip:"):
+            return (f"not in the published wheel {self.spec[4:]} (wheels carry no tests or C++ "
+                    f"sources); pass --upstream <{self.project.name} git checkout>")
+        return f"not at HEAD {self.head[:12]}"
+
     def read(self, path: str) -> bytes | None:
         """The file's bytes at HEAD, or None when HEAD has no such file."""
         try:
@@ -72,12 +80,12 @@ def _open_checkout(spec: str) -> Upstream:
     if not path.is_dir():
         raise UserError(f"--upstream {spec}: not a directory")
     try:
-        repo = git.Repo(path)
+        repo = git.Repo(path, search_parent_directories=True)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
         raise UserError(f"--upstream {spec}: not a git repository") from None
     if repo.bare:
         raise UserError(f"--upstream {spec}: is a bare repository; give a checkout")
-    if Path(repo.working_tree_dir).resolve() != path.resolve():
+    if repo.working_tree_dir and Path(repo.working_tree_dir).resolve() != path.resolve():
         raise UserError(f"--upstream {spec}: not the top level of its repository "
                         f"({repo.working_tree_dir})")
     try:

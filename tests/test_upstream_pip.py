@@ -1,0 +1,78 @@
+"""`--upstream pip:NAME==VERSION`: the wheel's Python files in a scratch git
+repository. Offline with a wheel we build ourselves; the real torch wheel
+under the `network` tag (tests/BUILD.bazel)."""
+import json
+import os
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tools.fixlib.testing import git
+from tests.helpers import BN_FIX, FIXTURE, make_patch
+
+
+def build_wheel(directory: Path, version: str = "99.0.0") -> Path:
+    """A tiny torch-named wheel of our own (a py3-none-any wheel fits any platform)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    wheel = directory / f"torch-{version}-py3-none-any.whl"
+    info = f"torch-{version}.dist-info"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr("torch/__init__.py", "__version__ = 'fake'\n")
+        zf.writestr("torch/_C.so", b"\x7fELF not python")
+        zf.writestr("test/test_jit_fuser_te.py", FIXTURE.read_text())
+        zf.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: torch\nVersion: {version}\n")
+        zf.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        zf.writestr(f"{info}/RECORD", "")
+    return wheel
+
+
+def offline_env(tmp: Path, cache: str = "cache") -> dict:
+    return {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(tmp / "wheels"), "PIP_CONFIG_FILE": os.devnull,
+            "FIXMONO_CACHE": str(tmp / cache)}
+
+
+def test_wheel_is_materialised_and_patched(tmp_path):
+    build_wheel(tmp_path / "wheels")
+    run = make_patch("--all", "--upstream", "pip:torch==99.0.0", "--out", str(tmp_path / "o"), "--json",
+                     env=offline_env(tmp_path))
+    assert run.returncode == 0, run.stderr
+    result = json.loads(run.stdout)["runs"][0]
+    assert result["results"][0]["status"] == "applied"
+    assert (tmp_path / "o" / "BASE").read_text().startswith("pip:torch==99.0.0 ")
+    repo = tmp_path / "cache" / "upstreams" / "torch-99.0.0"
+    files = git(repo, "ls-files").split()
+    assert files == ["test/test_jit_fuser_te.py", "torch/__init__.py"]  # Python files only
+    assert git(repo, "status", "--porcelain") == ""
+
+
+def test_materialised_repository_is_deterministic_and_cached(tmp_path):
+    build_wheel(tmp_path / "wheels")
+    heads = []
+    for cache in ("c1", "c2"):
+        run = make_patch("--all", "--upstream", "pip:torch==99.0.0", "--check", "--json",
+                         env=offline_env(tmp_path, cache))
+        heads.append(json.loads(run.stdout)["runs"][0]["base"])
+    assert heads[0] == heads[1]
+    for wheel in (tmp_path / "wheels").iterdir():
+        wheel.unlink()  # the cache alone must serve a second run
+    run = make_patch("--all", "--upstream", "pip:torch==99.0.0", "--check", env=offline_env(tmp_path, "c1"))
+    assert run.returncode == 0 and "applied" in run.stdout
+    assert not list((tmp_path / "c1" / "upstreams").glob(".tmp-*"))
+
+
+@pytest.mark.skipif(os.environ.get("FIXMONO_NETWORK") != "1", reason="downloads torch (tag: network)")
+def test_real_torch_wheel_main_job(tmp_path):
+    """The main job against the default upstream: the batchnorm fix targets a
+    test file that no wheel carries, so it is not-applicable and says what to pass."""
+    run = make_patch("--all", "--upstream", "default", "--out", str(tmp_path / "o"), "--json")
+    assert run.returncode == 0, run.stderr
+    (r,) = json.loads(run.stdout)["runs"]
+    assert r["upstream"] == "pip:torch==2.13.0"
+    (res,) = [x for x in r["results"] if x["fix"] == BN_FIX]
+    assert res["status"] == "not-applicable" and "pass --upstream <pytorch git checkout>" in res["detail"]
+    assert (tmp_path / "o" / "pytorch" / "series").read_text() == ""
+    # the materialised wheel is real upstream text
+    cache = Path(os.environ.get("FIXMONO_CACHE", Path.home() / ".cache/fixmono"))
+    decomp = (cache / "upstreams/torch-2.13.0/torch/_decomp/decompositions.py").read_text()
+    assert "def native_batch_norm_helper(" in decomp
