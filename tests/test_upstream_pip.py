@@ -61,17 +61,21 @@ def test_materialised_repository_is_deterministic_and_cached(tmp_path):
     assert not list((tmp_path / "c1" / "upstreams").glob(".tmp-*"))
 
 
-@pytest.mark.skipif(os.environ.get("FIXMONO_NETWORK") != "1", reason="downloads torch (tag: network)")
-def test_real_torch_wheel_main_job(tmp_path):
-    """The main job against the default upstream: the batchnorm fix targets a
-    test file that no wheel carries, so it is not-applicable and says what to pass."""
+@pytest.mark.skipif(os.environ.get("FIXMONO_NETWORK") != "1", reason="downloads wheels (tag: network)")
+def test_real_wheels_main_job(tmp_path):
+    """The main job against the default upstreams (published wheels). The
+    batchnorm fix targets a test file no wheel carries: not-applicable, saying
+    what to pass. The TE fix targets the wheel's gemm.py: applied."""
     run = make_patch("--all", "--upstream", "default", "--out", str(tmp_path / "o"), "--json")
     assert run.returncode == 0, run.stderr
-    (r,) = json.loads(run.stdout)["runs"]
-    assert r["upstream"] == "pip:torch==2.13.0"
-    (res,) = [x for x in r["results"] if x["fix"] == BN_FIX]
-    assert res["status"] == "not-applicable" and "pass --upstream <pytorch git checkout>" in res["detail"]
+    runs = {r["project"]: r for r in json.loads(run.stdout)["runs"]}
+    assert runs["pytorch"]["upstream"] == "pip:torch==2.13.0"
+    (bn,) = [x for x in runs["pytorch"]["results"] if x["fix"] == BN_FIX]
+    assert bn["status"] == "not-applicable" and "pass --upstream <pytorch git checkout>" in bn["detail"]
     assert (tmp_path / "o" / "pytorch" / "series").read_text() == ""
+    te = runs["transformer-engine"]["results"]
+    assert [r["status"] for r in te] == ["applied"]
+    assert (tmp_path / "o" / "transformer-engine" / "series").read_text() == te[0]["patch"] + "\n"
     # the materialised wheel is real upstream text
     cache = Path(os.environ.get("FIXMONO_CACHE", Path.home() / ".cache/fixmono"))
     decomp = (cache / "upstreams/torch-2.13.0/torch/_decomp/decompositions.py").read_text()

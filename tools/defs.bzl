@@ -13,7 +13,7 @@ wheels), slow. .bazelrc filters the hardware tags out by default.
 PYTEST_MAIN = "//tools:pytest_main.py"
 CASES_TEST = "//tools:fix_cases_test.py"
 
-def fix_module(test_tags = {}, repro_tags = [], deps = [], data = [], size = "medium"):
+def fix_module(test_tags = {}, test_deps = [], repro_tags = [], deps = [], data = [], size = "medium"):
     pkg = native.package_name()
     fixture_files = native.glob(["fixtures/**"])
     native.py_library(
@@ -45,7 +45,7 @@ def fix_module(test_tags = {}, repro_tags = [], deps = [], data = [], size = "me
             srcs = [src, PYTEST_MAIN],
             main = PYTEST_MAIN,
             args = ["$(location %s)" % src],
-            deps = [":lib", "//tools:testing"],
+            deps = [":lib", "//tools:testing"] + test_deps,
             tags = test_tags.get(name, []),
             size = size,
         )

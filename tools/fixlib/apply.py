@@ -7,7 +7,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Callable
 
-from tools.fixlib.model import FileChange, Fix, NotApplicable, TargetSyntaxError
+from tools.fixlib.model import FileChange, Fix, NotApplicable, TargetSyntaxError, TransformFailed
 
 
 class Status(str, enum.Enum):
@@ -52,7 +52,7 @@ def apply_change(change: FileChange, text: str) -> FileOutcome:
         result = change.transform.rewrite(text)
     except NotApplicable as err:
         return FileOutcome(path, Status.NOT_APPLICABLE, f"{path}: {err} (code moved or removed?)")
-    except TargetSyntaxError as err:
+    except (TargetSyntaxError, TransformFailed) as err:
         return FileOutcome(path, Status.FAILED, f"{path}: {err}")
     if result.changed == 0 and result.present == want:
         return FileOutcome(path, Status.ALREADY_APPLIED, f"{path}: fix already present ({want} site(s))")
@@ -71,7 +71,7 @@ def check_result(change: FileChange, new_text: str) -> str | None:
     """The transformed text must parse, hold the contract and be a fixed point."""
     try:
         again = change.transform.rewrite(new_text)
-    except (NotApplicable, TargetSyntaxError) as err:
+    except (NotApplicable, TargetSyntaxError, TransformFailed) as err:
         return f"transformed text is broken: {err}"
     if again.changed or again.present != change.sites:
         return (f"transformation is not idempotent: second run changed {again.changed}, "

@@ -30,6 +30,11 @@ class TargetSyntaxError(Exception):
     """The target file does not parse (message names the line)."""
 
 
+class TransformFailed(Exception):
+    """The anchor is there but its shape is not what the transformation can
+    edit safely (message says what it expected)."""
+
+
 @dataclass(frozen=True)
 class Dep3:
     """Debian DEP-3 patch header fields (https://dep-team.pages.debian.net/deps/dep3/)."""
@@ -54,8 +59,9 @@ class Transform(Protocol):
 
     def rewrite(self, source: str) -> "Rewrite":
         """Return the rewritten source and the number of sites it changed and found
-        already fixed. Raise NotApplicable when the anchor is missing and
-        TargetSyntaxError when the source does not parse."""
+        already fixed. Raise NotApplicable when the anchor is missing,
+        TransformFailed when it has an unexpected shape, and TargetSyntaxError
+        when the source does not parse."""
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ PROJECTS: dict[str, Project] = {
     for p in (
         Project("pytorch", "torch", ("torch/__init__.py",), "pip:torch==2.13.0"),
         Project("transformer-engine", "transformer-engine",
-                ("transformer_engine/__init__.py",), ""),
+                ("transformer_engine/__init__.py",), "pip:transformer-engine==2.20.2"),
         Project("transformers", "transformers",
                 ("src/transformers/__init__.py",), "", wheel_root="src/"),
         Project("xla", "", ("xla/stream_executor/BUILD",), ""),

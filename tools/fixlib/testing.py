@@ -2,6 +2,7 @@
 fixtures. Library code, like libcst's CodemodTest and Fixit's rule tests."""
 from __future__ import annotations
 
+import difflib
 import os
 import subprocess
 from pathlib import Path
@@ -29,6 +30,17 @@ def check_case(fix: Fix, case: Case) -> None:
     else:
         assert case.after is None, f"{case.name}: a {case.expect} case has no `after`"
         assert outcome.new_text is None
+
+
+def only_insertions(before: str, after: str) -> list[str]:
+    """The lines `after` adds to `before`; fails if any line of `before` was
+    changed or removed (the rest of the file must stay byte-identical)."""
+    old, new = before.splitlines(True), after.splitlines(True)
+    inserted = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=old, b=new, autojunk=False).get_opcodes():
+        assert tag in ("equal", "insert"), f"{tag} of {old[i1:i2]}"
+        inserted += new[j1:j2] if tag == "insert" else []
+    return inserted
 
 
 GIT_ID = {"GIT_AUTHOR_NAME": "Test", "GIT_AUTHOR_EMAIL": "test@example.com",

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from tools.fixlib.engines.python import PythonTransform, SiteTransformer, call_argument, dotted_name
+from tools.fixlib.engines.python import PythonTransform, SiteTransformer, call_argument, dotted_name, find_all
 
 TEST_FUNCTION = "test_batch_norm"
 RUNNING_VAR = (4, "running_var")  # torch.batch_norm(input, weight, bias, mean, var, ...)
@@ -26,25 +26,12 @@ COMMENT = "# running_var must be >= 0: where var + eps < 0 eager gives NaN, fuse
 
 def running_var_names(function: cst.FunctionDef) -> set[str]:
     names = set()
-    for call in _calls(function):
+    for call in find_all(function, cst.Call):
         if dotted_name(call.func) == "torch.batch_norm":
             arg = call_argument(call, *RUNNING_VAR)
             if isinstance(arg, cst.Name):
                 names.add(arg.value)
     return names
-
-
-def _calls(node: cst.CSTNode):
-    class Collect(cst.CSTVisitor):
-        def __init__(self):
-            self.found = []
-
-        def visit_Call(self, call: cst.Call) -> None:
-            self.found.append(call)
-
-    collector = Collect()
-    node.visit(collector)
-    return collector.found
 
 
 def is_non_negative(value: cst.BaseExpression) -> bool:

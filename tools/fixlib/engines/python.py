@@ -10,7 +10,7 @@ from typing import Callable
 
 import libcst as cst
 
-from tools.fixlib.model import NotApplicable, Rewrite, TargetSyntaxError
+from tools.fixlib.model import NotApplicable, Rewrite, TargetSyntaxError, TransformFailed
 
 
 class SiteTransformer(cst.CSTTransformer):
@@ -22,6 +22,7 @@ class SiteTransformer(cst.CSTTransformer):
         self.anchors = 0  # how many anchor scopes (e.g. functions) were found
         self.changed = 0  # sites rewritten
         self.present = 0  # sites already in fixed form
+        self.problems: list[str] = []  # anchor found, but not in a shape we can edit
         self._scope: list[str] = []
 
     @property
@@ -59,6 +60,8 @@ class PythonTransform:
         module = parse(source)
         transformer = self._make()
         new = module.visit(transformer)
+        if transformer.problems:
+            raise TransformFailed("; ".join(transformer.problems))
         if transformer.anchors == 0:
             raise NotApplicable(f"no {self.anchor}")
         return Rewrite(new.code, transformer.changed, transformer.present)
@@ -79,6 +82,37 @@ def dotted_name(node: cst.BaseExpression) -> str | None:
         base = dotted_name(node.value)
         return f"{base}.{node.attr.value}" if base else None
     return None
+
+
+def module_binds(module: cst.Module, name: str) -> bool:
+    """Whether a top-level import or assignment of `module` binds `name`."""
+    for stmt in module.body:
+        if not isinstance(stmt, cst.SimpleStatementLine):
+            continue
+        for small in stmt.body:
+            if isinstance(small, (cst.Import, cst.ImportFrom)) and not isinstance(small.names, cst.ImportStar):
+                for alias in small.names:
+                    bound = alias.asname.name if alias.asname else alias.name
+                    if isinstance(bound, cst.Name) and bound.value == name:
+                        return True
+            if isinstance(small, cst.Assign) and any(
+                    isinstance(t.target, cst.Name) and t.target.value == name for t in small.targets):
+                return True
+    return False
+
+
+def find_all(node: cst.CSTNode, kind: type) -> list:
+    """Every descendant of `node` (and node itself) that is a `kind`."""
+    found = []
+
+    class Collect(cst.CSTVisitor):
+        def on_visit(self, n: cst.CSTNode) -> bool:
+            if isinstance(n, kind):
+                found.append(n)
+            return True
+
+    node.visit(Collect())
+    return found
 
 
 def call_argument(call: cst.Call, position: int, keyword: str) -> cst.BaseExpression | None:
