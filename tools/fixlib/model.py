@@ -18,6 +18,20 @@ _ID_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 _DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 
+def lazy(target: str) -> Callable:
+    """A callable for "package.module:function" that imports on first call, so
+    declaring a fix imports neither torch nor the upstream library."""
+    module, _, name = target.partition(":")
+
+    def call(*args, **kwargs):
+        import importlib
+
+        return getattr(importlib.import_module(module), name)(*args, **kwargs)
+
+    call.__qualname__ = f"lazy({target})"
+    return call
+
+
 class FixDeclarationError(ValueError):
     """A fix.py declares something inconsistent (a bug in this repository)."""
 

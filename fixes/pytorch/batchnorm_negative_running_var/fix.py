@@ -3,7 +3,7 @@
 Declaration only; the transformation is in transform.py, the runtime check in
 hotfix.py and the reproducer in repro.py.
 """
-from tools.fixlib.model import Case, Dep3, FileChange, Fix, HotFix
+from tools.fixlib.model import Case, Dep3, FileChange, Fix, HotFix, lazy
 
 from fixes.pytorch.batchnorm_negative_running_var import hotfix
 from fixes.pytorch.batchnorm_negative_running_var.transform import TRANSFORM
@@ -59,12 +59,6 @@ CASES = (
 
 
 
-def _reproduce():
-    from fixes.pytorch.batchnorm_negative_running_var.repro import reproduce  # imports torch
-
-    return reproduce()
-
-
 FIX = Fix(
     id="pytorch-batchnorm-negative-running-var",
     title="[ROCm][CI] test_jit_fuser_te: use a non-negative running_var in test_batch_norm",
@@ -93,5 +87,5 @@ what the fuser is tested on, are unchanged.""",
                 "https://github.com/pytorch/pytorch/issues/168755"),
     cases=CASES,
     hotfix=HotFix(apply=hotfix.enable, remove=hotfix.disable, description=hotfix.__doc__.split("\n")[0]),
-    reproduce=_reproduce,
+    reproduce=lazy("fixes.pytorch.batchnorm_negative_running_var.repro:reproduce"),
 )

@@ -3,7 +3,7 @@
 Declaration only: transformation in transform.py, runtime form in hotfix.py,
 CPU doubles in double.py, reproducer in repro.py.
 """
-from tools.fixlib.model import Case, Dep3, FileChange, Fix, HotFix
+from tools.fixlib.model import Case, Dep3, FileChange, Fix, HotFix, lazy
 
 from fixes.transformer_engine.rocm_unfused_bgrad import hotfix
 from fixes.transformer_engine.rocm_unfused_bgrad.transform import TRANSFORM
@@ -74,12 +74,6 @@ CASES = (
 
 
 
-def _reproduce():
-    from fixes.transformer_engine.rocm_unfused_bgrad.repro import reproduce  # imports TE if there
-
-    return reproduce()
-
-
 FIX = Fix(
     id="te-rocm-unfused-bias-grad-fp32-wgrad",
     title="[ROCm] general_gemm: compute the bias grad outside hipBLASLt for fp32-output wgrad",
@@ -108,5 +102,5 @@ the delay_wgrad_compute tests compare equal bitwise. CUDA is unchanged.""",
     references=("https://github.com/ROCm/TransformerEngine/pull/634",),
     cases=CASES,
     hotfix=HotFix(apply=hotfix.enable, remove=hotfix.disable, description=hotfix.__doc__.split("\n")[0]),
-    reproduce=_reproduce,
+    reproduce=lazy("fixes.transformer_engine.rocm_unfused_bgrad.repro:reproduce"),
 )

@@ -30,20 +30,18 @@ def needs_unfused_bgrad(args: tuple, kwargs: dict, fp32_dtypes: tuple) -> bool:
     return (out.dtype if out is not None else out_dtype) in fp32_dtypes
 
 
-def unfused_bias_grad(B):
-    import torch
+def wrap(original, fp32_dtypes: tuple, fast_reduction: bool = False):
+    from fixes.transformer_engine.rocm_unfused_bgrad.reduce import column_sum, torch_column_sum
 
-    return B.reshape(-1, B.shape[-1]).sum(dim=0, dtype=torch.float32)
+    bias_grad = column_sum if fast_reduction else torch_column_sum
 
-
-def wrap(original, fp32_dtypes: tuple):
     @functools.wraps(original)
     def generic_gemm(*args, **kwargs):
         if not needs_unfused_bgrad(args, kwargs, fp32_dtypes):
             return original(*args, **kwargs)
         args = args[:BIAS] + (None,) + args[BIAS + 1:]
         out, _, gelu_input, extra_output = original(*args, **kwargs)
-        return out, unfused_bias_grad(args[B_INDEX]), gelu_input, extra_output
+        return out, bias_grad(args[B_INDEX]), gelu_input, extra_output
 
     setattr(generic_gemm, _ORIGINAL, original)
     return generic_gemm
@@ -56,9 +54,12 @@ def _fp32_dtypes(tex) -> tuple:
     return (torch.float32,) if te_fp32 is None else (torch.float32, te_fp32)
 
 
-def enable(tex=None, rocm: bool | None = None) -> str:
-    """Install the wrapper. `tex` and `rocm` are for tests (default: the
-    installed extension, and whether torch is a ROCm build). Idempotent."""
+def enable(tex=None, rocm: bool | None = None, fast_reduction: bool = False) -> str:
+    """Install the wrapper. fast_reduction=True sums with the two-stage Triton
+    kernel of reduce.py (faster for narrow layers, deterministic, but a
+    different fp32 rounding than the source patch's torch sum). `tex` and
+    `rocm` are for tests (default: the installed extension, and whether torch
+    is a ROCm build). Idempotent."""
     name = "TE unfused ROCm bias grad"
     if tex is None:
         try:
@@ -73,7 +74,7 @@ def enable(tex=None, rocm: bool | None = None) -> str:
         return f"{name}: not a ROCm build; cuBLASLt has the fused bias grad, nothing to do"
     if hasattr(tex.generic_gemm, _ORIGINAL):
         return f"{name}: already enabled"
-    tex.generic_gemm = wrap(tex.generic_gemm, _fp32_dtypes(tex))
+    tex.generic_gemm = wrap(tex.generic_gemm, _fp32_dtypes(tex), fast_reduction)
     return f"{name}: enabled (generic_gemm wrapped: fp32-output wgrad bias grad computed separately)"
 
 
