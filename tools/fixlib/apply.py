@@ -23,6 +23,7 @@ class FileOutcome:
     status: Status
     detail: str
     new_text: str | None = None  # set when status is APPLIED
+    optional: bool = False  # an optional file that is missing: reported, not counted
 
 
 @dataclass(frozen=True)
@@ -87,8 +88,8 @@ def apply_fix(fix: Fix, read: Callable[[str], bytes | None],
     for change in fix.changes:
         data = read(change.path)
         if data is None:
-            outcomes.append(FileOutcome(change.path, Status.NOT_APPLICABLE,
-                                        f"{change.path}: {missing}"))
+            outcomes.append(FileOutcome(change.path, Status.NOT_APPLICABLE, f"{change.path}: {missing}",
+                                        optional=change.optional))
             continue
         try:
             text = decode(change.path, data)
@@ -100,8 +101,9 @@ def apply_fix(fix: Fix, read: Callable[[str], bytes | None],
 
 
 def summarise(fix: Fix, files: tuple[FileOutcome, ...]) -> FixOutcome:
-    by = {s: [f for f in files if f.status is s] for s in Status}
-    detail = "; ".join(f.detail for f in files)
+    counted = [f for f in files if not f.optional] or list(files)
+    by = {s: [f for f in counted if f.status is s] for s in Status}
+    detail = "; ".join(f.detail + (" (optional, skipped)" if f.optional else "") for f in files)
     if by[Status.FAILED]:
         return FixOutcome(fix, Status.FAILED, "; ".join(f.detail for f in by[Status.FAILED]), files)
     if by[Status.NOT_APPLICABLE] and by[Status.APPLIED]:

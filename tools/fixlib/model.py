@@ -92,6 +92,7 @@ class FileChange:
     path: str  # upstream repository-relative path
     transform: Transform
     sites: int = 1  # exactly this many sites must change (or already be fixed)
+    optional: bool = False  # a tree without this file still gets the other files' fix
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,7 @@ class Case:
     before: str
     after: str | None = None
     expect: str = "applied"
+    path: str | None = None  # which FileChange; needed when the fix has several
 
 
 class Verdict(enum.Enum):

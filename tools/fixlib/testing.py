@@ -12,6 +12,10 @@ from tools.fixlib.model import Case, Fix
 
 
 def change_for(fix: Fix, case: Case):
+    if case.path is not None:
+        matches = [c for c in fix.changes if c.path == case.path]
+        assert matches, f"{case.name}: {fix.id} has no change for {case.path}"
+        return matches[0]
     if len(fix.changes) == 1:
         return fix.changes[0]
     raise AssertionError(f"fix {fix.id} has several files: give its cases a path")

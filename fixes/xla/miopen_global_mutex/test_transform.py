@@ -1,0 +1,98 @@
+"""The C++ transformations on our fixtures (shaped like ROCm/xla's files)."""
+from pathlib import Path
+
+import pytest
+
+from tools.fixlib.apply import Status, apply_change
+from tools.fixlib.engines.cpp import CppDocument
+from fixes.xla.miopen_global_mutex.fix import AUTOTUNER_CC, FIX, ROCM_DNN_CC
+
+FIXTURES = Path(__file__).parent / "fixtures"
+ROCM_DNN = (FIXTURES / "rocm_dnn.cc").read_text()
+AUTOTUNE = (FIXTURES / "autotuner_miopen.cc").read_text()
+CHANGES = {c.path: c for c in FIX.changes}
+
+
+def lines_added_and_removed(before: str, after: str):
+    import difflib
+    diff = list(difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=0))
+    return ([l[1:] for l in diff if l.startswith("+") and not l.startswith("+++")],
+            [l[1:] for l in diff if l.startswith("-") and not l.startswith("---")])
+
+
+@pytest.mark.parametrize("prefix", ["wrap::", ""])  # before and after #804 removed the prefixes
+def test_rocm_dnn_gets_mutex_four_locks_and_the_error(prefix):
+    source = ROCM_DNN.replace("wrap::miopen", prefix + "miopen")
+    out = apply_change(CHANGES[ROCM_DNN_CC], source)
+    assert out.status is Status.APPLIED, out.detail
+    added, removed = lines_added_and_removed(source, out.new_text)
+    assert added.count("ABSL_CONST_INIT static absl::Mutex miopen_global_mutex(absl::kConstInit);") == 1
+    assert sum("absl::MutexLock global_lock(miopen_global_mutex);" in l for l in added) == 4
+    assert [l.strip() for l in removed] == [
+        'LOG(FATAL) << "Failed to allocate scratch memory - "',
+        "<< allocated.status().message();",
+        'return absl::InternalError("Out of memory");']
+    assert "return absl::ResourceExhaustedError(absl::StrCat(" in out.new_text
+    assert len(CppDocument(out.new_text).errors()) == len(CppDocument(source).errors())
+    assert apply_change(CHANGES[ROCM_DNN_CC], out.new_text).status is Status.ALREADY_APPLIED
+
+
+def test_lock_comes_after_the_algo_id_lookup_and_before_the_handle():
+    out = apply_change(CHANGES[ROCM_DNN_CC], ROCM_DNN).new_text
+    body = out[out.index("MIOpenSupport::ConvolveRunnerFromDesc("):out.index("absl::Status MIOpenSupport::GetMIOpen")]
+    assert body.index("GetMIOpenConvolveAlgorithmsImmediateMode(") < body.index("global_lock") \
+        < body.index("GetHandle(") < body.index("CompileSolution(")
+
+
+def test_pointer_form_when_the_file_never_locks_by_reference():
+    source = ROCM_DNN.replace("absl::MutexLock lock(mutex_);", "absl::MutexLock lock(&mutex_);")
+    out = apply_change(CHANGES[ROCM_DNN_CC], source)
+    assert "absl::MutexLock global_lock(&miopen_global_mutex);" in out.new_text
+
+
+def test_the_prs_own_mutex_name_counts_as_present():
+    """A tree with ROCm/xla#777 applied has miopen_global_autotune_mutex: the
+    missing GetSolution lock is added with that name, nothing else."""
+    fixed = apply_change(CHANGES[ROCM_DNN_CC], ROCM_DNN).new_text.replace(
+        "miopen_global_mutex", "miopen_global_autotune_mutex")
+    partial = fixed.replace("  absl::MutexLock global_lock(miopen_global_autotune_mutex);\n  auto miopen = "
+                            "miopen_->GetHandle(parent_, stream);\n  TF_ASSIGN_OR_RETURN(auto input_nd, "
+                            "scope(input_descriptor));\n  size_t count",
+                            "  auto miopen = miopen_->GetHandle(parent_, stream);\n  TF_ASSIGN_OR_RETURN("
+                            "auto input_nd, scope(input_descriptor));\n  size_t count")
+    assert partial != fixed
+    out = apply_change(CHANGES[ROCM_DNN_CC], partial)
+    assert out.status is Status.APPLIED and "1 site(s) changed" in out.detail
+    assert out.new_text == fixed
+
+
+def test_masking_removes_the_preprocessor_and_macro_errors():
+    """Unmasked, the fixture's unbalanced #if/#else, ASSIGN_OR_RETURN(auto x, ...)
+    and ABSL_GUARDED_BY give ERROR nodes; masked, only the two macro invocations
+    without ';' remain (one line each). On the real rocm_dnn.cc of
+    rocm-jaxlib-v0.9.1 the unmasked parse had one ERROR of 4482 lines."""
+    from tools.fixlib.engines.cpp import _parser, walk
+    raw = [n for n in walk(_parser().parse(ROCM_DNN.encode()).root_node) if n.type == "ERROR" or n.is_missing]
+    masked = CppDocument(ROCM_DNN).errors()
+    assert len(raw) > len(masked)
+    assert [(e.start_point[0], e.end_point[0]) for e in masked] == [(25, 25), (26, 26)]
+
+
+def test_autotuner_checks_first_and_falls_back():
+    out = apply_change(CHANGES[AUTOTUNER_CC], AUTOTUNE)
+    assert out.status is Status.APPLIED, out.detail
+    text = out.new_text
+    assert text.index("if (do_not_autotune_)") < text.index("GetFusedConvolutionCustomCallConfigs(")
+    assert text.count("falling back to the default config") == 2
+    assert text.count("GetDefaultConfig(instr)") == 3
+    assert '#include "absl/log/log.h"' in text
+    assert apply_change(CHANGES[AUTOTUNER_CC], text).status is Status.ALREADY_APPLIED
+
+
+def test_a_tree_without_the_autotuner_still_gets_rocm_dnn_fixed():
+    from tools.fixlib.apply import apply_fix
+    files = {ROCM_DNN_CC: ROCM_DNN.encode()}
+    outcome = apply_fix(FIX, files.get)
+    assert outcome.status is Status.APPLIED
+    assert list(outcome.new_files) == [ROCM_DNN_CC]
+    assert "(optional, skipped)" in outcome.detail
