@@ -73,6 +73,8 @@ def test_real_wheels_main_job(tmp_path):
     (bn,) = [x for x in runs["pytorch"]["results"] if x["fix"] == BN_FIX]
     assert bn["status"] == "not-applicable" and "pass --upstream <pytorch git checkout>" in bn["detail"]
     assert (tmp_path / "o" / "pytorch" / "series").read_text() == ""
+    (xla,) = runs["xla"]["results"]  # no wheel carries XLA's C++
+    assert xla["status"] == "not-applicable" and "pass --upstream <xla checkout>" in xla["detail"]
     te = runs["transformer-engine"]["results"]
     assert [r["status"] for r in te] == ["applied"]
     assert (tmp_path / "o" / "transformer-engine" / "series").read_text() == te[0]["patch"] + "\n"

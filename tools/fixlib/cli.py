@@ -95,7 +95,7 @@ def plan(args: argparse.Namespace, fixes: list[Fix]) -> list[tuple[str, list[Fix
     groups: dict[str, list[Fix]] = {}
     for fix in fixes:
         groups.setdefault(PROJECTS[fix.upstream].default_spec, []).append(fix)
-    return sorted(groups.items())
+    return sorted(groups.items(), key=lambda item: item[1][0].upstream)
 
 
 def execute(args: argparse.Namespace) -> dict:
@@ -106,7 +106,7 @@ def execute(args: argparse.Namespace) -> dict:
     for spec, group in plan(args, fixes):
         if not spec:  # default mode, project without an obtainable default
             project = group[0].upstream
-            runs.append({"upstream": None, "base": None, "out": None, "results": [
+            runs.append({"upstream": None, "project": project, "base": None, "out": None, "results": [
                 result(f, Status.NOT_APPLICABLE,
                        f"no default upstream for {project} on this machine; pass --upstream <{project} checkout>")
                 for f in group]})
@@ -150,7 +150,7 @@ def result(fix: Fix, status: Status, detail: str, patch: str | None = None) -> d
 def render_table(report: dict) -> str:
     lines = []
     for run in report["runs"]:
-        lines.append(f"upstream: {run['upstream'] or '(none)'}")
+        lines.append(f"upstream: {run['upstream'] or '(none available for ' + run['project'] + ')'}")
         rows = [(r["fix"], r["status"], r["detail"]) for r in run["results"]]
         width = max([len("FIX")] + [len(r[0]) for r in rows])
         lines.append(f"  {'FIX':<{width}}  {'STATUS':<15}  DETAIL")
