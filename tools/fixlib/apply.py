@@ -32,7 +32,8 @@ class FixOutcome:
     status: Status
     detail: str
     files: tuple[FileOutcome, ...] = ()
-    new_files: dict[str, str] = field(default_factory=dict)  # path -> patched text
+    new_files: dict[str, str | None] = field(default_factory=dict)  # path -> patched text (None: deleted)
+    message_note: str = ""  # a paragraph for the commit message, e.g. "This reverts commit ..."
 
 
 class Unreadable(Exception):

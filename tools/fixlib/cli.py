@@ -17,6 +17,7 @@ from tools.fixlib.model import Fix, FixDeclarationError
 from tools.fixlib.patches import Entry, check_branch_name, check_out_dir, create_branch, write_series
 from tools.fixlib.projects import PROJECTS
 from tools.fixlib.registry import discover
+from tools.fixlib.revert import revert_through_git
 from tools.fixlib.upstream import Upstream, open_upstream
 
 DEFAULT_OUT = "patches-out"
@@ -69,7 +70,9 @@ def run_one(upstream: Upstream, fixes: list[Fix], validate: bool, progress) -> l
     patched: dict[str, str] = {}
 
     def read(path: str) -> bytes | None:
-        return patched[path].encode() if path in patched else upstream.read(path)
+        if path in patched:
+            return None if patched[path] is None else patched[path].encode()
+        return upstream.read(path)
 
     outcomes = []
     for n, fix in enumerate(fixes, 1):
@@ -78,6 +81,8 @@ def run_one(upstream: Upstream, fixes: list[Fix], validate: bool, progress) -> l
             outcome = apply_fix(fix, read, upstream.missing_file_hint)
         except Unreadable as err:
             outcome = FixOutcome(fix, Status.FAILED, str(err))
+        if outcome.status is Status.APPLIED and fix.reverts:
+            outcome = revert_through_git(upstream, outcome, patched)
         if outcome.status is Status.APPLIED and validate and fix.validate:
             problem = fix.validate({**patched, **outcome.new_files})
             if problem:
@@ -127,7 +132,7 @@ def execute(args: argparse.Namespace) -> dict:
         if args.branch:
             check_branch_name(upstream, args.branch)
         outcomes = run_one(upstream, mine, args.validate, progress)
-        entries = [Entry(o.fix, o.new_files) for o in outcomes if o.status is Status.APPLIED]
+        entries = [Entry(o.fix, o.new_files, o.message_note) for o in outcomes if o.status is Status.APPLIED]
         patches = write_series(upstream, entries, out) if out else []
         branch_tip = create_branch(upstream, entries, args.branch) if args.branch and entries else None
         names = iter(patches)

@@ -141,6 +141,17 @@ class HotFix:
 
 
 @dataclass(frozen=True)
+class UpstreamCommit:
+    """An upstream commit a fix undoes. make_patch reverts it through git when
+    the checkout's history has it (found by sha, or by its PR's "Pull Request
+    resolved: <url>" trailer), else falls back to the tree transformation."""
+
+    pull_request: str  # URL
+    subject: str
+    sha: str | None = None
+
+
+@dataclass(frozen=True)
 class Fix:
     id: str
     title: str  # the patch subject
@@ -153,6 +164,7 @@ class Fix:
     author: str = "Fix Monorepo <fix-monorepo@users.noreply.github.com>"
     cases: Sequence[Case] = ()
     hotfix: HotFix | None = None
+    reverts: UpstreamCommit | None = None
     reproduce: Callable[[], ReproResult] | None = None
     # Behavioural check of the patched files ({path: text}) for --validate:
     # returns a problem or None. It must not import or run upstream code.

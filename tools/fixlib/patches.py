@@ -30,7 +30,8 @@ FORMAT_PATCH = ["format-patch", "--stdout", "--no-signature", "--full-index", "-
 @dataclass(frozen=True)
 class Entry:
     fix: Fix
-    files: dict[str, str]  # path -> patched text
+    files: dict[str, str | None]  # path -> patched text (None: delete the file)
+    note: str = ""  # an extra paragraph for the commit message
 
 
 def clean_env() -> dict[str, str]:
@@ -38,8 +39,10 @@ def clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
 
 
-def commit_message(fix: Fix) -> str:
+def commit_message(fix: Fix, note: str = "") -> str:
     body = [fix.title, "", fix.description.strip(), ""]
+    if note:
+        body += [note, ""]
     if fix.references:
         body += ["References:", *(f"  {r}" for r in fix.references), ""]
     body += [f"{k}: {v}" for k, v in fix.dep3.trailers()]
@@ -74,16 +77,24 @@ class ScratchRepo:
 
     def commit(self, parent: str, entry: Entry) -> str:
         self.git("read-tree", parent)
-        for path, text in sorted(entry.files.items()):
-            blob = self.git("hash-object", "-w", "--stdin", stdin=text).strip()
-            self.git("update-index", "--add", "--cacheinfo", f"{self._mode(parent, path)},{blob},{path}")
+        self.stage(parent, entry.files)
         tree = self.git("write-tree").strip()
         fix = entry.fix
         name, email = re.match(r"^(.*?)\s*<(.+)>$", fix.author).groups()
         date = f"{fix.dep3.last_update}T00:00:00+0000"
         ident = {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email, "GIT_AUTHOR_DATE": date,
                  "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email, "GIT_COMMITTER_DATE": date}
-        return self.git("commit-tree", tree, "-p", parent, stdin=commit_message(fix), env=ident).strip()
+        return self.git("commit-tree", tree, "-p", parent, stdin=commit_message(fix, entry.note),
+                        env=ident).strip()
+
+    def stage(self, base: str, files: dict[str, str | None]) -> None:
+        """Put `files` into the scratch index (read from `base` beforehand)."""
+        for path, text in sorted(files.items()):
+            if text is None:
+                self.git("update-index", "--force-remove", "--", path)
+                continue
+            blob = self.git("hash-object", "-w", "--stdin", stdin=text).strip()
+            self.git("update-index", "--add", "--cacheinfo", f"{self._mode(base, path)},{blob},{path}")
 
     def _mode(self, commit: str, path: str) -> str:
         out = self.git("ls-tree", commit, "--", path).split()

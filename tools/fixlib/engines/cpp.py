@@ -125,7 +125,9 @@ class CppDocument:
     def qualified_name(self, function) -> str:
         declarator = function.child_by_field_name("declarator")
         while declarator is not None and declarator.type != "function_declarator":
-            declarator = declarator.child_by_field_name("declarator")
+            # pointer/reference declarators (T* f(), T& f()) wrap the function declarator
+            declarator = declarator.child_by_field_name("declarator") or (
+                declarator.named_children[-1] if declarator.named_children else None)
         if declarator is None:
             return ""
         name = self.text(declarator.child_by_field_name("declarator")).replace(" ", "")

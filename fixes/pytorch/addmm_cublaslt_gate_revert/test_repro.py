@@ -1,0 +1,51 @@
+"""The benchmark's verdict logic on synthetic timings (the real run needs a
+CUDA GPU: tag gpu/cuda on :repro), the kernel classifier, and the no-GPU answer."""
+import pytest
+import torch
+
+from tools.fixlib.model import Verdict
+from fixes.pytorch.addmm_cublaslt_gate_revert import repro
+from fixes.pytorch.addmm_cublaslt_gate_revert.hotfix import classify_kernels
+
+
+def run(mode, rows):
+    return {"mode": mode, "torch": "x", "device": "GPU", "rows": rows}
+
+
+def row(op, ms, path, m=16):
+    return {"op": op, "dtype": "bfloat16", "m": m, "k": 4096, "n": 4096, "ms": ms, "path": path, "kernels": []}
+
+
+def test_default_running_unfused_where_fused_wins_is_reproduced():
+    runs = {"default": run("default", [row("linear", 1.3, "unfused"), row("linear", 2.0, "unfused", m=8192)]),
+            "fused": run("fused", [row("linear", 1.0, "fused"), row("linear", 2.2, "fused", m=8192)]),
+            "unfused": run("unfused", [row("linear", 1.3, "unfused"), row("linear", 2.0, "unfused", m=8192)])}
+    a = repro.analyse(runs)
+    result = repro.verdict(a, runs)
+    assert result.verdict is Verdict.REPRODUCED
+    assert [r["m"] for r in a["hurt"]] == [16]
+    assert [r["m"] for r in a["epilogue_loses"]] == [8192]  # fused slower there: reported, not hidden
+    assert [r["m"] for r in a["hotfix_slower"]] == [8192]
+
+
+def test_default_fused_is_not_reproduced():
+    rows = [row("linear", 1.0, "fused")]
+    runs = {"default": run("default", rows), "fused": run("fused", rows),
+            "unfused": run("unfused", [row("linear", 1.4, "unfused")])}
+    result = repro.verdict(repro.analyse(runs), runs)
+    assert result.verdict is Verdict.NOT_REPRODUCED and "1.40x" in result.summary
+
+
+@pytest.mark.parametrize("names,path", [
+    (["nvjet_hsh_128x256_64x4_1x2_h_bz_coopA_bias_TNT"], "fused"),
+    (["nvjet_hsh_128x256_64x4_1x2_h_bz_coopA_badd_TNT"], "unfused"),
+    (["sm90_xmma_gemm_bf16bf16_bf16f32", "void at::native::vectorized_elementwise_kernel<4, relu>"], "unfused"),
+    (["void at::native::reduce_kernel<512>"], "unknown"),
+])
+def test_kernel_classifier(names, path):
+    assert classify_kernels(names) == path
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU answer")
+def test_no_gpu_is_skipped():
+    assert repro.reproduce().verdict is Verdict.SKIPPED
