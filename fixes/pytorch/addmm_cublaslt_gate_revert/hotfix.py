@@ -15,13 +15,14 @@ _state: dict = {"previous": None}
 
 
 def classify_kernels(names: list[str]) -> str:
-    """'fused' (a bias-epilogue GEMM), 'unfused' (GEMM + separate bias/activation
-    kernels) or 'unknown', from CUDA kernel names."""
+    """'fused' (the cuBLASLt epilogue: a GEMM with `bias` in its name, or
+    cuBLASLt's own epilogue kernel), 'unfused' (a GEMM plus ATen's copy of the
+    bias and its activation kernels) or 'unknown', from CUDA kernel names."""
     lowered = [n.lower() for n in names]
-    gemms = [n for n in lowered if any(k in n for k in ("gemm", "nvjet", "sm90", "sm80", "cutlass", "ampere"))]
-    if any("bias" in n for n in gemms):
+    gemms = [n for n in lowered if any(k in n for k in ("gemm", "nvjet", "xmma", "cutlass"))]
+    if any("bias" in n for n in gemms) or any("cublaslt::epilogue" in n for n in lowered):
         return "fused"
-    if gemms and (len(lowered) > len(gemms) or any("badd" in n for n in gemms)):
+    if gemms and (any("at::native" in n for n in lowered) or any("badd" in n for n in gemms)):
         return "unfused"
     return "unknown"
 

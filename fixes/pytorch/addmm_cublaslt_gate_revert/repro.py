@@ -139,6 +139,20 @@ def key(row) -> tuple:
     return row["op"], row["dtype"], row["m"], row["k"], row["n"]
 
 
+def default_path(d: dict, f: dict, u: dict) -> str:
+    """Which path the default run took: the kernels it ran compared with the
+    forced-fused and forced-unfused runs (names alone can mislead: fp32 Lt runs
+    a GEMM plus cuBLASLt's own epilogue kernel)."""
+    if d["op"] == "mm":
+        return "mm"
+    if f["kernels"] != u["kernels"]:
+        if d["kernels"] == f["kernels"]:
+            return "fused"
+        if d["kernels"] == u["kernels"]:
+            return "unfused"
+    return d["path"]
+
+
 def analyse(runs: dict[str, dict]) -> dict:
     """Join the three modes per (op, dtype, shape) and decide the verdict."""
     by_mode = {mode: {key(r): r for r in run["rows"]} for mode, run in runs.items()}
@@ -149,7 +163,7 @@ def analyse(runs: dict[str, dict]) -> dict:
             continue
         table.append({"op": k[0], "dtype": k[1], "m": k[2], "k": k[3], "n": k[4],
                       "default_ms": d["ms"], "fused_ms": f["ms"], "unfused_ms": u["ms"],
-                      "default_path": d["path"], "fused_path": f["path"], "unfused_path": u["path"],
+                      "default_path": default_path(d, f, u), "fused_path": f["path"], "unfused_path": u["path"],
                       "speedup_fused": u["ms"] / f["ms"], "hotfix_vs_default": f["ms"] / d["ms"]})
     epilogue = [r for r in table if r["op"] != "mm"]
     hurt = [r for r in epilogue if r["default_path"] == "unfused" and r["speedup_fused"] > 1 + NOISE]
@@ -206,13 +220,16 @@ def plot(analysis: dict, path: Path) -> str:
     except ImportError:
         return "no matplotlib: plot skipped"
     rows = [r for r in analysis["table"] if r["op"] == "linear"]
+    shapes = sorted({(r["m"], r["k"], r["n"]) for r in rows})
+    dtypes = sorted({r["dtype"] for r in rows})
     fig, ax = plt.subplots(figsize=(12, 4.5))
-    for i, dt in enumerate(sorted({r["dtype"] for r in rows})):
-        sel = sorted((r for r in rows if r["dtype"] == dt), key=lambda r: (r["m"], r["k"], r["n"]))
-        xs = [j + 0.27 * i for j in range(len(sel))]
-        ax.bar(xs, [r["speedup_fused"] for r in sel], width=0.27, label=dt)
-        ax.set_xticks([j + 0.27 for j in range(len(sel))], [f"{r['m']}x{r['k']}x{r['n']}" for r in sel],
-                      rotation=70, fontsize=7)
+    width = 0.8 / len(dtypes)
+    for i, dt in enumerate(dtypes):
+        sel = {(r["m"], r["k"], r["n"]): r["speedup_fused"] for r in rows if r["dtype"] == dt}
+        xs = [j + width * i for j, s in enumerate(shapes) if s in sel]
+        ax.bar(xs, [sel[s] for s in shapes if s in sel], width=width, label=dt)
+    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(shapes))], [f"{m}x{k}x{n}" for m, k, n in shapes],
+                  rotation=70, fontsize=7)
     ax.axhline(1.0, color="black", linewidth=0.8)
     ax.set_ylabel("unfused time / fused time")
     ax.set_title("F.linear with 1-D bias: speedup of the cuBLASLt bias epilogue (>1: fused faster)")

@@ -13,7 +13,8 @@ def run(mode, rows):
 
 
 def row(op, ms, path, m=16):
-    return {"op": op, "dtype": "bfloat16", "m": m, "k": 4096, "n": 4096, "ms": ms, "path": path, "kernels": []}
+    return {"op": op, "dtype": "bfloat16", "m": m, "k": 4096, "n": 4096, "ms": ms, "path": path,
+            "kernels": [path]}
 
 
 def test_default_running_unfused_where_fused_wins_is_reproduced():
@@ -28,6 +29,14 @@ def test_default_running_unfused_where_fused_wins_is_reproduced():
     assert [r["m"] for r in a["hotfix_slower"]] == [8192]
 
 
+def test_default_path_is_judged_by_the_kernels_it_shares_with_a_forced_run():
+    fp32_lt = ["sm80_xmma_gemm_f32", "cublasLt::epilogue::impl::globalKernel"]
+    d, f = dict(row("linear", 1.0, "fused"), kernels=fp32_lt), dict(row("linear", 1.0, "fused"), kernels=fp32_lt)
+    u = dict(row("linear", 1.5, "unfused"), kernels=["sm80_xmma_gemm_f32", "at::native::direct_copy"])
+    assert repro.default_path(d, f, u) == "fused"
+    assert repro.default_path(dict(d, kernels=u["kernels"]), f, u) == "unfused"
+
+
 def test_default_fused_is_not_reproduced():
     rows = [row("linear", 1.0, "fused")]
     runs = {"default": run("default", rows), "fused": run("fused", rows),
@@ -40,6 +49,8 @@ def test_default_fused_is_not_reproduced():
     (["nvjet_hsh_128x256_64x4_1x2_h_bz_coopA_bias_TNT"], "fused"),
     (["nvjet_hsh_128x256_64x4_1x2_h_bz_coopA_badd_TNT"], "unfused"),
     (["sm90_xmma_gemm_bf16bf16_bf16f32", "void at::native::vectorized_elementwise_kernel<4, relu>"], "unfused"),
+    (["sm80_xmma_gemm_f32f32_f32f32_f32_tn_n", "void cublasLt::epilogue::impl::globalKernel<8, 32, float>"],
+     "fused"),
     (["void at::native::reduce_kernel<512>"], "unknown"),
 ])
 def test_kernel_classifier(names, path):
