@@ -6,16 +6,22 @@ plus bf16 drift from non-deterministic kernels), eager experts save a
 different number of tensors (torch.utils.checkpoint raises CheckpointError)
 and grouped_mm experts silently recompute with other experts.
 
-The pin is a TorchDispatchMode on `aten.topk`, handed to checkpoint through
-`context_fn`: the forward context records the indices of every top-k in the
-region, the recompute context returns those indices and gathers the values at
-them from the recomputed input. It sits below autograd, so both passes build
-the same TopkBackward node and gradients flow as usual. Each checkpointed
+The pin is a pair of contexts handed to checkpoint through `context_fn`: the
+forward context records the indices of every top-k in the region, the
+recompute context returns those indices. Both take the values with gather at
+the indices (bitwise the values topk returns; gather's backward scatters into
+the same positions as topk's), so autograd records the same node in both
+passes and gradients are bitwise those of plain checkpointing. Only torch.topk/Tensor.topk are
+swapped while a context is active: a TorchDispatchMode on aten.topk (the
+design in the notes) works too but runs Python for every op of the region,
+which cost +34% step time on a tiny model on an H200. Each checkpointed
 region gets its own store (context_fn is called per region), so gradient
 accumulation, several forwards before a backward, and out-of-order backward
 all work. Limits: non-reentrant checkpoint only (the reentrant one has no
-context_fn); routers that use max/argmax (Phimoe, Switch) or hub kernels that
-replace the router are not pinned.
+context_fn); not under torch.compile (which wants TorchDispatchMode contexts);
+one thread per process runs the region (the swap is process-wide); routers
+that use max/argmax (Phimoe, Switch) or hub kernels that replace the router
+are not pinned.
 
 The block between the "upstream" markers is also what the make_patch
 transformation adds to transformers/integrations/moe.py (transform.py reads
@@ -24,37 +30,42 @@ it from here, so the runtime form and the upstream form are one code).
 from __future__ import annotations
 
 # --- upstream: begin ---
-from torch.utils._python_dispatch import TorchDispatchMode as _TorchDispatchMode
+import torch as _torch
 
 
-class PinnedTopK(_TorchDispatchMode):
-    """Records top-k indices in a checkpointed forward (replay=False) and replays
-    them in its recompute (replay=True), gathering the values at those indices."""
+class PinnedTopK:
+    """Records the indices of every torch.topk / Tensor.topk in a checkpointed
+    forward (replay=False); in its recompute (replay=True) returns those indices
+    with the values gathered at them. Only topk is intercepted (the functions
+    are swapped while the context is active), so other ops pay nothing."""
+
+    _topk, _tensor_topk = _torch.topk, _torch.Tensor.topk
 
     def __init__(self, store: list, replay: bool):
-        super().__init__()
         self.store, self.replay, self.next = store, replay, 0
+
+    def topk(self, input, k, dim=-1, largest=True, sorted=True, **kwargs):
+        # Both passes take the values with gather, so autograd records the same
+        # node (and saves the same tensors) in the forward and the recompute.
+        if not self.replay:
+            indices = PinnedTopK._topk(input.detach(), k, dim, largest, sorted, **kwargs).indices
+            self.store.append(indices)
+        elif self.next < len(self.store):
+            indices = self.store[self.next]
+            self.next += 1
+        else:
+            raise RuntimeError("pinned MoE routing: the recompute ran more top-k calls than the forward")
+        return _torch.return_types.topk((input.gather(dim, indices), indices.clone()))
 
     def __enter__(self):
         self.next = 0  # a second backward through the same region (retain_graph) replays from the start
-        return super().__enter__()
+        _torch.topk = self.topk
+        _torch.Tensor.topk = lambda input, *args, **kwargs: self.topk(input, *args, **kwargs)
+        return self
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        import torch
-
-        kwargs = kwargs or {}
-        if func is not torch.ops.aten.topk.default:
-            return func(*args, **kwargs)
-        if not self.replay:
-            values, indices = func(*args, **kwargs)
-            self.store.append(indices.clone())
-            return values, indices
-        if self.next >= len(self.store):
-            raise RuntimeError("pinned MoE routing: the recompute ran more top-k calls than the forward")
-        indices = self.store[self.next]
-        self.next += 1
-        dim = args[2] if len(args) > 2 else kwargs.get("dim", -1)
-        return torch.ops.aten.gather.default(args[0], dim, indices), indices.clone()
+    def __exit__(self, *exc):
+        _torch.topk, _torch.Tensor.topk = PinnedTopK._topk, PinnedTopK._tensor_topk
+        return False
 
 
 def pinned_routing_contexts():
@@ -76,15 +87,20 @@ def pin_moe_routing_kwargs(checkpoint_kwargs):
 # --- upstream: end ---
 
 
+def checkpointing_enable(model, checkpoint_kwargs: dict) -> None:
+    """model.activation_checkpointing_enable (transformers >= 5.23) or the older
+    gradient_checkpointing_enable, with these torch.utils.checkpoint kwargs."""
+    enable = getattr(model, "activation_checkpointing_enable", None)
+    if enable is not None:
+        enable(activation_checkpointing_kwargs=checkpoint_kwargs)
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=checkpoint_kwargs)
+
+
 def enable_pinned_routing(model, **checkpoint_kwargs) -> str:
     """Turn on activation checkpointing for a transformers model with routing
     pinned (works like model.gradient_checkpointing_enable). Returns what it did."""
-    kwargs = pin_moe_routing_kwargs({**checkpoint_kwargs, "pin_moe_routing": True})
-    enable = getattr(model, "activation_checkpointing_enable", None)
-    if enable is not None:  # transformers >= 5.23
-        enable(activation_checkpointing_kwargs=kwargs)
-    else:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+    checkpointing_enable(model, pin_moe_routing_kwargs({**checkpoint_kwargs, "pin_moe_routing": True}))
     return f"pinned MoE routing: checkpointing on for {type(model).__name__} with top-k replayed in recompute"
 
 

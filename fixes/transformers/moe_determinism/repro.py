@@ -27,7 +27,7 @@ from tools.fixlib.model import ReproResult, Verdict
 from tools.fixlib.repro import report
 from fixes.transformers.moe_determinism.inject import RecomputeRoutingDrift, RoutingRecorder
 from fixes.transformers.moe_determinism.models import FAMILIES, batch, tiny_model
-from fixes.transformers.moe_determinism.pin import enable_pinned_routing
+from fixes.transformers.moe_determinism.pin import checkpointing_enable, enable_pinned_routing
 
 EXPERTS = ("eager", "grouped_mm")
 
@@ -37,7 +37,7 @@ def step(family: str, experts: str, drift: bool, pin: bool) -> dict:
     if pin:
         enable_pinned_routing(model)
     else:
-        model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+        checkpointing_enable(model, {"use_reentrant": False})
     recorder, drifter = RoutingRecorder(), RecomputeRoutingDrift()
     try:
         with recorder:

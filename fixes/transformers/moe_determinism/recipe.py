@@ -1,0 +1,55 @@
+"""One call for deterministic MoE fine-tuning under activation checkpointing.
+
+    from fixes.transformers.moe_determinism import recipe
+    for line in recipe.enable(model): print(line)
+    # or: FIXMONO_DETERMINISTIC_MOE=1 and call recipe.enable_from_env(model)
+
+What it turns on, each step logged: deterministic algorithms (and the cuBLAS
+workspace setting they need), pinned routing (pin.py), deterministic causal
+conv1d (conv1d.py) and the fastest attention verified to be bitwise
+reproducible here (attention.py; `attention=` names one instead: "eager",
+"math", "flash_attention", ...; FIXMONO_DETERMINISTIC_ATTENTION does the same).
+"""
+from __future__ import annotations
+
+import os
+
+import torch
+
+from fixes.transformers.moe_determinism import attention, conv1d
+from fixes.transformers.moe_determinism.pin import enable_pinned_routing
+
+
+def _attention_choice(name: str) -> attention.Choice:
+    if name == "auto":
+        return attention.select()
+    if name == "eager":
+        return attention.Choice(None, "any")
+    backend = {b.name.lower(): b for b in torch.nn.attention.SDPBackend if b.name != "ERROR"}[name]
+    return attention.Choice(backend, "any (not verified: chosen by name)")
+
+
+def enable(model, attention_backend: str | None = None) -> list[str]:
+    name = attention_backend or os.environ.get("FIXMONO_DETERMINISTIC_ATTENTION", "auto")
+    lines = []
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # cuBLAS reads it when its handle is made
+    if getattr(torch.version, "hip", None):
+        os.environ.setdefault("ROCBLAS_DEFAULT_ATOMICS_MODE", "0")
+    torch.use_deterministic_algorithms(True)
+    torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False
+    lines.append(f"deterministic algorithms on (CUBLAS_WORKSPACE_CONFIG={os.environ['CUBLAS_WORKSPACE_CONFIG']})")
+    lines.append(enable_pinned_routing(model))
+    lines.append(conv1d.enable(model))
+    lines.append(attention.enable(model, _attention_choice(name)))
+    return lines
+
+
+def enable_from_env(model) -> list[str]:
+    """recipe.enable(model) when FIXMONO_DETERMINISTIC_MOE=1, else nothing."""
+    return enable(model) if os.environ.get("FIXMONO_DETERMINISTIC_MOE") == "1" else []
+
+
+def disable() -> list[str]:
+    torch.use_deterministic_algorithms(False)
+    return [conv1d.disable(), attention.disable(),
+            "deterministic algorithms off (routing stays pinned until checkpointing is re-enabled)"]
