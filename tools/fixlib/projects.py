@@ -20,7 +20,7 @@ PROJECTS: dict[str, Project] = {
         Project("transformer-engine", "transformer-engine",
                 ("transformer_engine/__init__.py",), "pip:transformer-engine==2.20.2"),
         Project("transformers", "transformers",
-                ("src/transformers/__init__.py",), "", wheel_root="src/"),
+                ("src/transformers/__init__.py",), "pip:transformers==5.23.0", wheel_root="src/"),
         Project("xla", "", ("xla/stream_executor/BUILD",), ""),
     )
 }

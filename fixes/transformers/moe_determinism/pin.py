@@ -30,41 +30,43 @@ it from here, so the runtime form and the upstream form are one code).
 from __future__ import annotations
 
 # --- upstream: begin ---
-import torch as _torch
-
-
 class PinnedTopK:
     """Records the indices of every torch.topk / Tensor.topk in a checkpointed
-    forward (replay=False); in its recompute (replay=True) returns those indices
-    with the values gathered at them. Only topk is intercepted (the functions
-    are swapped while the context is active), so other ops pay nothing."""
-
-    _topk, _tensor_topk = _torch.topk, _torch.Tensor.topk
+    forward (replay=False); in its recompute (replay=True) returns those indices.
+    Only topk is intercepted (swapped while the context is active), so the
+    other ops of the region pay nothing."""
 
     def __init__(self, store: list, replay: bool):
-        self.store, self.replay, self.next = store, replay, 0
+        self.store, self.replay, self.next, self.saved = store, replay, 0, None
 
     def topk(self, input, k, dim=-1, largest=True, sorted=True, **kwargs):
+        import torch
+
         # Both passes take the values with gather, so autograd records the same
         # node (and saves the same tensors) in the forward and the recompute.
         if not self.replay:
-            indices = PinnedTopK._topk(input.detach(), k, dim, largest, sorted, **kwargs).indices
+            indices = self.saved[0](input.detach(), k, dim, largest, sorted, **kwargs).indices
             self.store.append(indices)
         elif self.next < len(self.store):
             indices = self.store[self.next]
             self.next += 1
         else:
             raise RuntimeError("pinned MoE routing: the recompute ran more top-k calls than the forward")
-        return _torch.return_types.topk((input.gather(dim, indices), indices.clone()))
+        return torch.return_types.topk((input.gather(dim, indices), indices.clone()))
 
     def __enter__(self):
+        import torch
+
         self.next = 0  # a second backward through the same region (retain_graph) replays from the start
-        _torch.topk = self.topk
-        _torch.Tensor.topk = lambda input, *args, **kwargs: self.topk(input, *args, **kwargs)
+        self.saved = (torch.topk, torch.Tensor.topk)
+        torch.topk = self.topk
+        torch.Tensor.topk = lambda input, *args, **kwargs: self.topk(input, *args, **kwargs)
         return self
 
     def __exit__(self, *exc):
-        _torch.topk, _torch.Tensor.topk = PinnedTopK._topk, PinnedTopK._tensor_topk
+        import torch
+
+        torch.topk, torch.Tensor.topk = self.saved
         return False
 
 
