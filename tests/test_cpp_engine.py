@@ -1,10 +1,12 @@
 """The C++ engine: masking, lookup by qualified name, splicing, and refusing
 edits that break the parse."""
+import re
+
 import pytest
 
 from tools.fixlib.apply import Status, apply_change
 from tools.fixlib.engines.cpp import (
-    CppDocument, CppTransform, Edit, Plan, apply_edits, enclosing_statement, mask)
+    CppDocument, CppTransform, Edit, Plan, apply_edits, enclosing_statement, line_start, mask)
 from tools.fixlib.model import FileChange, TransformFailed
 
 SOURCE = """\
@@ -92,3 +94,52 @@ def test_a_file_that_does_not_parse_fails_with_the_line():
     broken = "int f() {\n" + "  x = = ;\n" * 20 + "}\n" + "))))\n" * 20
     out = apply_change(FileChange("w.cc", InsertBrace()), broken)
     assert out.status is Status.FAILED and "does not parse" in out.detail
+
+
+def test_continuation_lines_of_every_directive_are_masked():
+    src = b"#if defined(A) && \\\n    B > 1\nint x;\n#endif\n#pragma omp parallel \\\n  for\nint y;\n"
+    masked = mask(src)
+    assert len(masked) == len(src) and masked.count(b"\n") == src.count(b"\n")
+    assert b"B > 1" not in masked and b"for" not in masked
+    assert b"int x;" in masked and b"int y;" in masked
+    assert CppDocument(src.decode()).errors() == []
+
+
+def test_line_start_never_splits_a_continued_line():
+    src = b"  #if A && \\\r\n    B\r\n  f();\r\n"
+    assert line_start(src, src.index(b"B")) == 0
+    assert line_start(src, src.index(b"f()")) == src.index(b"  f()")
+
+
+class InsertIntoDirective(CppTransform):
+    """A deliberately bad transformation: inserts after the first line of a #if."""
+
+    def __init__(self):
+        super().__init__("bad edit", "f")
+
+    def plan(self, doc):
+        plan = Plan(anchors=1)
+        at = doc.src.index(b"\n") + 1
+        plan.change(Edit(at, at, "g();\n"))
+        return plan
+
+
+def test_an_edit_inside_a_multi_line_directive_is_refused():
+    src = "#if A && \\\n    B\nvoid f() {}\n#endif\n"
+    out = apply_change(FileChange("w.cc", InsertIntoDirective()), src)
+    assert out.status is Status.FAILED and "split the preprocessor directive at line 1" in out.detail
+
+
+def test_inserted_text_follows_crlf():
+    src = SOURCE.replace("\n", "\r\n").encode()
+    at = src.index(b"    w->Grow")
+
+    class Insert(CppTransform):
+        def plan(self, doc):
+            plan = Plan(anchors=1)
+            plan.change(Edit(at, at, "    Log();\n    Log2();\n"))
+            return plan
+
+    new = Insert("log", "w").rewrite(src.decode()).source
+    assert "    Log();\r\n    Log2();\r\n    w->Grow" in new
+    assert re.search(r"(?<!\r)\n", new) is None  # no LF-only line

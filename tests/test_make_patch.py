@@ -1,6 +1,12 @@
 """make_patch end to end against a scratch git checkout holding our fixture."""
 import json
+import os
 import shutil
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
 
 from tools.fixlib.testing import git, snapshot
 from tests.helpers import BN_FIX, FIXTURE, make_patch, pytorch_repo
@@ -119,3 +125,148 @@ def test_contract_violation_fails_with_exit_1(tmp_path):
     assert run.returncode == 1
     assert "failed" in run.stdout and "match contract expects 1 site" in run.stdout
     assert (tmp_path / "o" / "series").read_text() == ""  # nothing emitted for a failed fix
+
+
+def test_branch_without_out_writes_no_series(tmp_path):
+    repo = pytorch_repo(tmp_path / "pytorch")
+    run = make_patch("--all", "--upstream", str(repo), "--branch", "fixes", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert "created branch fixes" in run.stdout and "wrote" not in run.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pytorch"]
+
+
+def test_branch_is_created_only_never_moved(tmp_path, monkeypatch):
+    """Between the check and the creation a branch of that name may appear:
+    git must refuse (create-only), not fast-forward it to our commits."""
+    from tools.fixlib import patches
+    from tools.fixlib.apply import apply_fix
+    from tools.fixlib.errors import UserError
+    from tools.fixlib.registry import discover
+    from tools.fixlib.upstream import open_upstream
+    repo = pytorch_repo(tmp_path / "pytorch")
+    upstream = open_upstream(str(repo))
+    (fix,) = [f for f in discover() if f.id == BN_FIX]
+    entry = patches.Entry(fix, apply_fix(fix, upstream.read).new_files)
+    git(repo, "branch", "fixes")  # appears after the check
+    monkeypatch.setattr(patches, "check_branch_name", lambda upstream, name: None)
+    with pytest.raises(UserError, match="git could not create it") as err:
+        patches.create_branch(upstream, [entry], "fixes")
+    assert "\n" not in str(err.value)
+    assert git(repo, "rev-parse", "fixes") == git(repo, "rev-parse", "HEAD")
+
+
+def test_non_ascii_sources_under_the_c_locale(tmp_path):
+    text = FIXTURE.read_text().replace("for fn in variants:", "for fn in variants:  # café, naïve", 1)
+    repo = pytorch_repo(tmp_path / "pytorch", test_file=text)
+    env = {"LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONIOENCODING": ""}
+    run = make_patch("--all", "--upstream", str(repo), "--out", str(tmp_path / "o"), "--branch", "fixes", env=env)
+    assert run.returncode == 0, run.stderr
+    assert "# café, naïve" in (tmp_path / "o" / f"0001-{BN_FIX}.patch").read_text(encoding="utf-8")
+    assert "# café, naïve" in git(repo, "show", "fixes:test/test_jit_fuser_te.py")
+
+
+def test_dirty_check_leaves_the_index_alone(tmp_path):
+    """A tracked file touched (new mtime, same content) is clean, and looking
+    must not refresh, i.e. rewrite, the user's .git/index."""
+    repo = pytorch_repo(tmp_path / "pytorch")
+    index = repo / ".git" / "index"
+    os.utime(index, ns=(1_000_000_000, 1_000_000_000))
+    os.utime(repo / "torch/__init__.py", ns=(2_000_000_000_000_000_000, 2_000_000_000_000_000_000))
+    before = (index.read_bytes(), index.stat().st_mtime_ns)
+    run = make_patch("--all", "--upstream", str(repo), "--check")
+    assert run.returncode == 0, run.stderr
+    assert (index.read_bytes(), index.stat().st_mtime_ns) == before
+
+
+def test_symlinked_out_writes_into_its_target(tmp_path):
+    repo = pytorch_repo(tmp_path / "pytorch")
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to("real")
+    for _ in range(2):  # new, then replacing a series
+        assert make_patch("--all", "--upstream", str(repo), "--out", str(tmp_path / "link")).returncode == 0
+        assert (tmp_path / "link").is_symlink() and os.readlink(tmp_path / "link") == "real"
+        assert (tmp_path / "real" / "series").read_text() == f"0001-{BN_FIX}.patch\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link", "pytorch", "real"]
+
+
+def test_series_directory_mode_follows_the_umask(tmp_path):
+    repo = pytorch_repo(tmp_path / "pytorch")
+    old = os.umask(0o022)
+    try:
+        for _ in range(2):
+            assert make_patch("--all", "--upstream", str(repo), "--out", str(tmp_path / "o")).returncode == 0
+            assert stat.S_IMODE((tmp_path / "o").stat().st_mode) == 0o755
+    finally:
+        os.umask(old)
+
+
+def dead_pid() -> int:
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid
+
+
+def test_a_run_killed_between_its_renames_is_repaired(tmp_path):
+    """Without an atomic exchange, replacing a series is two renames; if the
+    run is killed between them, `out` is missing and the old series is in
+    .out.old-PID. The next run puts it back, then replaces it, leaving nothing."""
+    repo = pytorch_repo(tmp_path / "pytorch")
+    out = tmp_path / "out"
+    assert make_patch("--all", "--upstream", str(repo), "--out", str(out)).returncode == 0
+    pid = dead_pid()
+    out.rename(tmp_path / f".out.old-{pid}")
+    (tmp_path / f".out.new-{pid}").mkdir()
+    (tmp_path / f".out.new-{pid}" / "series").write_text("half\n")
+    (tmp_path / ".out.new-k2x8_abc").mkdir()  # an older version's staging name
+    assert make_patch("--all", "--upstream", str(repo), "--out", str(out)).returncode == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "pytorch"]
+    assert (out / "series").read_text() == f"0001-{BN_FIX}.patch\n"
+
+
+def test_sweep_restores_the_old_series_when_out_is_missing(tmp_path):
+    from tools.fixlib.patches import sweep_staging
+    pid = dead_pid()
+    (tmp_path / f".out.old-{pid}").mkdir()
+    (tmp_path / f".out.old-{pid}" / "series").write_text("old\n")
+    (tmp_path / f".out.new-{os.getppid()}").mkdir()  # a live process's staging stays
+    sweep_staging(tmp_path / "out")
+    assert (tmp_path / "out" / "series").read_text() == "old\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f".out.new-{os.getppid()}", "out"]
+
+
+@pytest.mark.parametrize("atomic", [True, False])
+def test_swap_replaces_the_series_and_keeps_it_there_on_interrupt(tmp_path, monkeypatch, atomic):
+    from tools.fixlib import patches
+    out, staged = tmp_path / "out", tmp_path / ".out.new-1"
+    for directory, text in ((out, "old\n"), (staged, "new\n")):
+        directory.mkdir()
+        (directory / "series").write_text(text)
+    if not atomic:
+        monkeypatch.setattr(patches, "exchange", lambda a, b: False)
+    patches.swap_into_place(staged, out)
+    assert (out / "series").read_text() == "new\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+    # Ctrl-C in the gap between the two renames: the old series goes back
+    staged.mkdir()
+    monkeypatch.setattr(patches, "exchange", lambda a, b: False)
+    real = Path.rename
+
+    def rename(self, target):
+        if self == staged:
+            raise KeyboardInterrupt
+        return real(self, target)
+
+    monkeypatch.setattr(Path, "rename", rename)
+    with pytest.raises(KeyboardInterrupt):
+        patches.swap_into_place(staged, out)
+    assert (out / "series").read_text() == "new\n"
+
+
+def test_exchange_is_atomic_where_the_system_has_it(tmp_path):
+    from tools.fixlib.patches import exchange
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "a" / "x").write_text("a")
+    if not exchange(tmp_path / "a", tmp_path / "b"):
+        pytest.skip("no renameat2(RENAME_EXCHANGE) here")
+    assert (tmp_path / "b" / "x").read_text() == "a" and not (tmp_path / "a" / "x").exists()

@@ -82,3 +82,46 @@ def test_real_wheels_main_job(tmp_path):
     cache = Path(os.environ.get("FIXMONO_CACHE", Path.home() / ".cache/fixmono"))
     decomp = (cache / "upstreams/torch-2.13.0/torch/_decomp/decompositions.py").read_text()
     assert "def native_batch_norm_helper(" in decomp
+
+
+def test_wheel_without_python_files_is_bad_input(tmp_path):
+    (tmp_path / "wheels").mkdir()
+    with zipfile.ZipFile(tmp_path / "wheels" / "torch-98.0.0-py3-none-any.whl", "w") as zf:
+        zf.writestr("torch/lib/libtorch.so", b"\x7fELF")
+        zf.writestr("torch-98.0.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: torch\nVersion: 98.0.0\n")
+        zf.writestr("torch-98.0.0.dist-info/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        zf.writestr("torch-98.0.0.dist-info/RECORD", "")
+    run = make_patch("--all", "--upstream", "pip:torch==98.0.0", "--check", env=offline_env(tmp_path))
+    assert run.returncode == 2, run.stderr
+    assert run.stderr == ("make_patch: error: pip:torch==98.0.0: the wheel torch-98.0.0-py3-none-any.whl "
+                          "has no Python files\n")
+
+
+def test_user_git_config_and_variables_do_not_reach_the_scratch_repository(tmp_path):
+    """A global config that ignores *.py and a failing pre-commit hook, as a
+    user may have: the materialised repository is the same as without them."""
+    build_wheel(tmp_path / "wheels")
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    (hooks / "pre-commit").write_text("#!/bin/sh\nexit 1\n")
+    (hooks / "pre-commit").chmod(0o755)
+    (tmp_path / "ignore").write_text("*.py\n")
+    (tmp_path / "gitconfig").write_text(f"[core]\n\texcludesFile = {tmp_path / 'ignore'}\n"
+                                        f"\thooksPath = {hooks}\n")
+    hostile = {**offline_env(tmp_path, "c1"), "GIT_CONFIG_GLOBAL": str(tmp_path / "gitconfig")}
+    bases = []
+    for env in (hostile, offline_env(tmp_path, "c2")):
+        run = make_patch("--all", "--upstream", "pip:torch==99.0.0", "--check", "--json", env=env)
+        assert run.returncode == 0, run.stderr
+        bases.append(json.loads(run.stdout)["runs"][0]["base"])
+    assert bases[0] == bases[1]
+
+
+def test_default_opens_every_upstream_before_writing(tmp_path):
+    """--upstream default: torch's wheel is there, TE's is not. The download
+    failure is bad input, and no series (not even torch's) is written."""
+    build_wheel(tmp_path / "wheels", version="2.13.0")
+    run = make_patch("--all", "--upstream", "default", "--out", str(tmp_path / "o"), env=offline_env(tmp_path))
+    assert run.returncode == 2, run.stderr
+    assert "transformer-engine==2.20.2: could not download" in run.stderr and run.stderr.count("\n") == 1
+    assert not (tmp_path / "o").exists()

@@ -9,12 +9,14 @@ import argparse
 import json
 import os
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tools.fixlib.apply import FixOutcome, Status, Unreadable, apply_fix
 from tools.fixlib.errors import UserError
 from tools.fixlib.model import Fix, FixDeclarationError
-from tools.fixlib.patches import Entry, check_branch_name, check_out_dir, create_branch, write_series
+from tools.fixlib.gitrun import one_line
+from tools.fixlib.patches import Entry, check_branch_name, check_out_dir, create_branch, inside, write_series
 from tools.fixlib.projects import PROJECTS
 from tools.fixlib.registry import discover
 from tools.fixlib.revert import revert_through_git
@@ -34,7 +36,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--all", action="store_true", help="every fix for the upstream")
     p.add_argument("--upstream", required=True, metavar="PATH_OR_SPEC",
                    help="a git checkout, pip:NAME==VERSION, or 'default' (each project's default)")
-    p.add_argument("--out", metavar="DIR", help=f"write the series here (default: {DEFAULT_OUT})")
+    p.add_argument("--out", metavar="DIR",
+                   help=f"write the series here (default: {DEFAULT_OUT}, unless --branch or --check)")
     p.add_argument("--branch", metavar="NAME", help="also add the fixes as commits on a new branch")
     p.add_argument("--check", action="store_true", help="report statuses only; write nothing")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -59,6 +62,10 @@ def select(fixes: list[Fix], args: argparse.Namespace) -> list[Fix]:
 
 
 def check_options(args: argparse.Namespace) -> None:
+    for option in ("upstream", "out", "branch"):
+        value = getattr(args, option)
+        if value is not None and not value.strip():
+            raise UserError(f"--{option} is empty")
     if args.check and (args.out or args.branch):
         raise UserError("--check writes nothing: it cannot be combined with --out or --branch")
     if args.branch and (args.upstream == "default" or args.upstream.startswith("pip:")):
@@ -103,48 +110,72 @@ def plan(args: argparse.Namespace, fixes: list[Fix]) -> list[tuple[str, list[Fix
     return sorted(groups.items(), key=lambda item: item[1][0].upstream)
 
 
+@dataclass
+class Job:
+    """One upstream's run, opened and checked before anything is written."""
+
+    group: list[Fix]  # the requested fixes planned for this upstream
+    upstream: Upstream | None = None  # None: no default upstream for the project
+    fixes: list[Fix] = field(default_factory=list)  # those for the upstream's project
+    out: Path | None = None  # where the series goes (checked, resolved); None: no series
+    shown_out: str | None = None  # `out` as the user named it
+
+
+def prepare(args: argparse.Namespace, spec: str, group: list[Fix]) -> Job:
+    """Open and validate one upstream, its --out and --branch; writes nothing."""
+    if not spec:  # default mode, project without an obtainable default
+        return Job(group)
+    upstream = open_upstream(spec)
+    if not args.all:
+        for f in group:
+            if f.upstream != upstream.project.name:
+                raise UserError(f"fix {f.id} targets {f.upstream}, but --upstream {spec} "
+                                f"is a {upstream.project.name} tree")
+    job = Job(group, upstream, [f for f in group if f.upstream == upstream.project.name])
+    # a series is written when --out is given, or by default unless --check or --branch
+    if args.out or not (args.check or args.branch):
+        out = Path(args.out or DEFAULT_OUT)
+        if args.upstream == "default":
+            out = out / upstream.project.name
+        if not args.out and inside(out.resolve(), upstream.path):
+            raise UserError(f"the default output directory {DEFAULT_OUT} would be inside the upstream "
+                            f"checkout {upstream.path}; pass --out DIR outside it")
+        job.out, job.shown_out = check_out_dir(upstream, out), str(out)
+    if args.branch:
+        check_branch_name(upstream, args.branch)
+    return job
+
+
 def execute(args: argparse.Namespace) -> dict:
     check_options(args)
     fixes = select(discover(), args)
     progress = (lambda msg: print(msg, file=sys.stderr)) if sys.stderr.isatty() else (lambda msg: None)
-    runs = []
-    for spec, group in plan(args, fixes):
-        if not spec:  # default mode, project without an obtainable default
-            project = group[0].upstream
-            runs.append({"upstream": None, "project": project, "base": None, "out": None, "results": [
-                result(f, Status.NOT_APPLICABLE,
-                       f"no default upstream for {project} on this machine; pass --upstream <{project} checkout>")
-                for f in group]})
-            continue
-        upstream = open_upstream(spec)
-        mine = [f for f in group if f.upstream == upstream.project.name]
-        if not args.all:
-            for f in group:
-                if f.upstream != upstream.project.name:
-                    raise UserError(f"fix {f.id} targets {f.upstream}, but --upstream {spec} "
-                                    f"is a {upstream.project.name} tree")
-        out = None
-        if not args.check:
-            out = Path(args.out or DEFAULT_OUT)
-            if args.upstream == "default":
-                out = out / upstream.project.name
-            check_out_dir(upstream, out)
-        if args.branch:
-            check_branch_name(upstream, args.branch)
-        outcomes = run_one(upstream, mine, args.validate, progress)
-        entries = [Entry(o.fix, o.new_files, o.message_note) for o in outcomes if o.status is Status.APPLIED]
-        patches = write_series(upstream, entries, out) if out else []
-        branch_tip = create_branch(upstream, entries, args.branch) if args.branch and entries else None
-        names = iter(patches)
-        runs.append({
-            "upstream": upstream.label, "project": upstream.project.name, "base": upstream.head,
-            "out": str(out) if out else None, "branch": args.branch if branch_tip else None,
-            "branch_tip": branch_tip,
-            "results": [result(o.fix, o.status, o.detail,
-                               next(names) if o.status is Status.APPLIED and patches else None)
-                        for o in outcomes]})
+    jobs = [prepare(args, spec, group) for spec, group in plan(args, fixes)]  # all before any write
+    runs = [run_job(args, job, progress) for job in jobs]
     failed = any(r["status"] == Status.FAILED.value for run in runs for r in run["results"])
     return {"runs": runs, "exit_code": 1 if failed else 0}
+
+
+def run_job(args: argparse.Namespace, job: Job, progress) -> dict:
+    upstream = job.upstream
+    if upstream is None:
+        project = job.group[0].upstream
+        return {"upstream": None, "project": project, "base": None, "out": None, "results": [
+            result(f, Status.NOT_APPLICABLE,
+                   f"no default upstream for {project} on this machine; pass --upstream <{project} checkout>")
+            for f in job.group]}
+    outcomes = run_one(upstream, job.fixes, args.validate, progress)
+    entries = [Entry(o.fix, o.new_files, o.message_note) for o in outcomes if o.status is Status.APPLIED]
+    patches = write_series(upstream, entries, job.out) if job.out else []
+    branch_tip = create_branch(upstream, entries, args.branch) if args.branch and entries else None
+    names = iter(patches)
+    return {
+        "upstream": upstream.label, "project": upstream.project.name, "base": upstream.head,
+        "out": job.shown_out, "branch": args.branch if branch_tip else None,
+        "branch_tip": branch_tip,
+        "results": [result(o.fix, o.status, o.detail,
+                           next(names) if o.status is Status.APPLIED and patches else None)
+                    for o in outcomes]}
 
 
 def result(fix: Fix, status: Status, detail: str, patch: str | None = None) -> dict:
@@ -181,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"make_patch: error: {err}", file=sys.stderr)
         return 2
     except FixDeclarationError as err:
-        print(f"make_patch: broken fix declaration: {err}", file=sys.stderr)
+        print(f"make_patch: broken fix declaration: {one_line(err)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("make_patch: interrupted; the checkout was not changed", file=sys.stderr)
@@ -189,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as err:  # a bug here: still one line, and the checkout is untouched
         if os.environ.get("MAKE_PATCH_DEBUG"):
             raise
-        print(f"make_patch: internal error: {type(err).__name__}: {err} "
+        print(f"make_patch: internal error: {type(err).__name__}: {one_line(err)} "
               "(rerun with MAKE_PATCH_DEBUG=1 for the traceback)", file=sys.stderr)
         return 3
     print(json.dumps(report, indent=2) if args.json else render_table(report), end="" if not args.json else "\n")

@@ -19,7 +19,11 @@ def fix_packages(root: Path = REPO_ROOT) -> list[str]:
 
 
 def load(package: str) -> Fix:
-    module = importlib.import_module(f"{package}.fix")
+    try:
+        module = importlib.import_module(f"{package}.fix")
+    except Exception as err:  # SyntaxError, ImportError, ...: name the file, not a traceback
+        where = package.replace(".", "/") + "/fix.py"
+        raise FixDeclarationError(f"{where} cannot be imported: {type(err).__name__}: {err}") from None
     fix = getattr(module, "FIX", None)
     if not isinstance(fix, Fix):
         raise FixDeclarationError(f"{package}/fix.py must define FIX = Fix(...)")

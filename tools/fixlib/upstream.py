@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -19,6 +18,7 @@ from pathlib import Path, PurePosixPath
 import git
 
 from tools.fixlib.errors import UserError
+from tools.fixlib.gitrun import clean_env, one_line, run_git
 from tools.fixlib.projects import PROJECTS, Project, by_dist
 from tools.fixlib.apply import Unreadable
 
@@ -68,13 +68,29 @@ def cache_dir() -> Path:
 
 
 def open_upstream(spec: str) -> Upstream:
-    if spec.startswith("pip:"):
-        return _open_wheel(spec)
-    return _open_checkout(spec)
+    if not spec.strip():
+        raise UserError("--upstream is empty; give a git checkout, pip:NAME==VERSION or 'default'")
+    try:
+        return _open_wheel(spec) if spec.startswith("pip:") else _open_checkout(spec)
+    except (OSError, git.GitCommandError) as err:  # unreadable directories, git failing
+        raise UserError(f"--upstream {spec}: cannot open it: {describe(err)}") from None
+
+
+def describe(err: Exception) -> str:
+    """An OSError or GitCommandError as one line, without GitPython's framing."""
+    if isinstance(err, git.GitCommandError):
+        text = str(err.stderr or "").strip().removeprefix("stderr:").strip().strip("'")
+        return one_line(text) or f"git exited with {err.status}"
+    if isinstance(err, OSError) and err.strerror:
+        return f"{err.strerror}: {err.filename}" if err.filename else err.strerror
+    return one_line(str(err))
 
 
 def _open_checkout(spec: str) -> Upstream:
-    path = Path(spec).expanduser()
+    try:
+        path = Path(spec).expanduser()
+    except RuntimeError:  # ~user of no such user
+        raise UserError(f"--upstream {spec}: cannot expand '~': no such user") from None
     if not path.exists():
         raise UserError(f"--upstream {spec}: no such file or directory")
     if not path.is_dir():
@@ -88,16 +104,36 @@ def _open_checkout(spec: str) -> Upstream:
     if repo.working_tree_dir and Path(repo.working_tree_dir).resolve() != path.resolve():
         raise UserError(f"--upstream {spec}: not the top level of its repository "
                         f"({repo.working_tree_dir})")
-    try:
-        head = repo.head.commit.hexsha
-    except ValueError:
-        raise UserError(f"--upstream {spec}: the repository has no commits") from None
-    if repo.is_dirty(index=True, working_tree=True, untracked_files=False):
-        raise UserError(f"--upstream {spec}: has uncommitted changes to tracked files; "
-                        "commit or stash them (make_patch works from HEAD)")
+    head = head_commit(path, spec)
+    check_clean(path, spec)
     project = detect_project(repo, head, spec)
     where = "detached HEAD" if repo.head.is_detached else repo.active_branch.name
     return Upstream(spec, path.resolve(), repo, head, project, f"{spec} @ {head[:12]} ({where})")
+
+
+def head_commit(path: Path, spec: str) -> str:
+    """HEAD's full sha. An unborn branch (no commits yet) is told apart from
+    git refusing the repository (dubious ownership, corruption)."""
+    proc = run_git(path, "rev-list", "--max-count=1", "HEAD", "--")  # errors say why ("bad object")
+    if proc.returncode == 0:
+        return proc.stdout.strip()
+    branch = run_git(path, "symbolic-ref", "-q", "HEAD").stdout.strip()
+    if branch and run_git(path, "show-ref", "--verify", "-q", branch).returncode == 1:
+        raise UserError(f"--upstream {spec}: the repository has no commits "
+                        f"(branch {branch.removeprefix('refs/heads/')} is unborn)")
+    raise UserError(f"--upstream {spec}: git cannot read HEAD: {one_line(proc.stderr)}")
+
+
+def check_clean(path: Path, spec: str) -> None:
+    """Refuse uncommitted changes to tracked files. --no-optional-locks: git
+    must not refresh (rewrite) the user's index while looking."""
+    proc = run_git(path, "--no-optional-locks", "status", "--porcelain", "--untracked-files=no",
+                   "--ignore-submodules=all")
+    if proc.returncode:
+        raise UserError(f"--upstream {spec}: git status failed: {one_line(proc.stderr)}")
+    if proc.stdout.strip():
+        raise UserError(f"--upstream {spec}: has uncommitted changes to tracked files; "
+                        "commit or stash them (make_patch works from HEAD)")
 
 
 def detect_project(repo: git.Repo, head: str, spec: str) -> Project:
@@ -140,18 +176,27 @@ def materialise_wheel(project: Project, version: str) -> Path:
     with tempfile.TemporaryDirectory(dir=final.parent, prefix=".tmp-") as tmp:
         wheel = download_wheel(project.dist, version, Path(tmp) / "dl")
         work = Path(tmp) / "repo"
-        extract_python_files(wheel, work / project.wheel_root)
-        env = {**os.environ, **SCRATCH_ENV}
-        for args in (["init", "-q", "-b", "main"], ["add", "-A"],
-                     ["commit", "-q", "--no-gpg-sign", "-m", f"{project.dist} {version}\n\n"
-                      "Python files of the published wheel, materialised by make_patch."]):
-            subprocess.run(["git", *args], cwd=work, env=env, check=True, capture_output=True)
+        if not extract_python_files(wheel, work / project.wheel_root):
+            raise UserError(f"pip:{project.dist}=={version}: the wheel {wheel.name} has no Python files")
+        commit_tree(work, f"{project.dist} {version}\n\n"
+                          "Python files of the published wheel, materialised by make_patch.")
         try:
             work.rename(final)
         except OSError:
             if not (final / ".git").is_dir():  # not just a concurrent run that won
                 raise
     return final
+
+
+def commit_tree(work: Path, message: str) -> None:
+    """`work` as a one-commit repository. No user or system config, hooks,
+    ignore rules or GIT_* variables: the same wheel gives the same commit."""
+    env = clean_env(GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull, **SCRATCH_ENV)
+    for args in (["init", "-q", "-b", "main"], ["add", "-A", "-f"],
+                 ["commit", "-q", "--no-gpg-sign", "--no-verify", "-m", message]):
+        proc = run_git(work, *args, env=env)
+        if proc.returncode:
+            raise UserError(f"cannot build the scratch repository: git {args[0]}: {one_line(proc.stderr)}")
 
 
 def download_wheel(dist: str, version: str, dest: Path) -> Path:
@@ -167,7 +212,7 @@ def download_wheel(dist: str, version: str, dest: Path) -> Path:
     env = {**os.environ, "PIP_CONSTRAINT": ""}  # a site cap must not hide old versions
     error = ""
     for extra in (small, []):
-        proc = subprocess.run(base + extra, env=env, capture_output=True, text=True)
+        proc = subprocess.run(base + extra, env=env, capture_output=True, encoding="utf-8", errors="replace")
         wheels = sorted(dest.glob("*.whl"))
         if proc.returncode == 0 and wheels:
             return wheels[0]
@@ -176,7 +221,9 @@ def download_wheel(dist: str, version: str, dest: Path) -> Path:
     raise UserError(f"pip:{dist}=={version}: could not download the wheel: {error}")
 
 
-def extract_python_files(wheel: Path, dest: Path) -> None:
+def extract_python_files(wheel: Path, dest: Path) -> int:
+    """Write the wheel's .py/.pyi files under `dest`; returns how many."""
+    count = 0
     with zipfile.ZipFile(wheel) as zf:
         for name in zf.namelist():
             parts = PurePosixPath(name).parts
@@ -187,3 +234,5 @@ def extract_python_files(wheel: Path, dest: Path) -> None:
             target = dest / name
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(zf.read(name))
+            count += 1
+    return count

@@ -60,7 +60,8 @@ def eager_attention(q, k, v):
     """What transformers' eager path computes for causal attention."""
     scores = (q @ k.transpose(-2, -1)) / q.shape[-1] ** 0.5
     mask = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device).triu(1)
-    return scores.masked_fill(mask, float("-inf")).softmax(-1, dtype=torch.float32).to(q.dtype) @ v
+    softmax_dtype = torch.float32 if q.dtype in (torch.bfloat16, torch.float16) else q.dtype
+    return scores.masked_fill(mask, float("-inf")).softmax(-1, dtype=softmax_dtype).to(q.dtype) @ v
 
 
 def _fwd_bwd(attend, q, k, v, grad):

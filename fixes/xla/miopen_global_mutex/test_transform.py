@@ -1,4 +1,5 @@
 """The C++ transformations on our fixtures (shaped like ROCm/xla's files)."""
+import re
 from pathlib import Path
 
 import pytest
@@ -96,3 +97,35 @@ def test_a_tree_without_the_autotuner_still_gets_rocm_dnn_fixed():
     assert outcome.status is Status.APPLIED
     assert list(outcome.new_files) == [ROCM_DNN_CC]
     assert "(optional, skipped)" in outcome.detail
+
+
+@pytest.mark.parametrize("condition", ["TF_ROCM_VERSION >= 50000 && \\\n    TF_ROCM_VERSION < 70000",
+                                       "TF_ROCM_VERSION >= 50000 \\\n    && !defined(FOO)"])
+def test_multi_line_if_before_gethandle_stays_whole(condition):
+    """A `#if` continued over two lines around GetHandle: the lock goes after
+    the whole directive, never between its lines."""
+    at = ROCM_DNN.index("  auto miopen = miopen_->GetHandle(parent_, stream);\n\n  switch")
+    end = ROCM_DNN.index("  switch", at)
+    source = ROCM_DNN[:at] + f"#if {condition}\n" + ROCM_DNN[at:end] + "#endif\n" + ROCM_DNN[end:]
+    out = apply_change(CHANGES[ROCM_DNN_CC], source)
+    assert out.status is Status.APPLIED, out.detail
+    assert f"#if {condition}\n  absl::MutexLock global_lock(miopen_global_mutex);\n  auto miopen" in out.new_text
+    added, removed = lines_added_and_removed(source, out.new_text)
+    assert not any("TF_ROCM_VERSION" in l or "defined(FOO)" in l for l in added + removed)
+
+
+@pytest.mark.parametrize("path,source", [(ROCM_DNN_CC, ROCM_DNN), (AUTOTUNER_CC, AUTOTUNE)])
+def test_crlf_files_get_crlf_lines_only(path, source):
+    crlf = source.replace("\n", "\r\n")
+    out = apply_change(CHANGES[path], crlf)
+    assert out.status is Status.APPLIED, out.detail
+    assert re.search(r"(?<!\r)\n", out.new_text) is None  # no LF-only line
+    assert out.new_text == apply_change(CHANGES[path], source).new_text.replace("\n", "\r\n")
+
+
+def test_two_definitions_of_populate_find_db_fail_cleanly():
+    start = ROCM_DNN.index("absl::Status MIOpenSupport::PopulateMIOpenFindDb")
+    end = ROCM_DNN.index("\n}\n", start) + 3
+    out = apply_change(CHANGES[ROCM_DNN_CC], ROCM_DNN + "\n" + ROCM_DNN[start:end])
+    assert out.status is Status.FAILED
+    assert "expected one definition of MIOpenSupport::PopulateMIOpenFindDb, found 2" in out.detail

@@ -136,9 +136,10 @@ class RocmDnnLocks(CppTransform):
                                          f"(line {inside[0].start_point[0] + 1}): deadlock")
 
     def _scratch_error(self, doc, plan) -> None:
-        (function,) = doc.functions("MIOpenSupport::PopulateMIOpenFindDb") or (None,)
-        if function is None:
-            return  # reported by _lock
+        functions = doc.functions("MIOpenSupport::PopulateMIOpenFindDb")
+        if len(functions) != 1:
+            return  # none or several: _lock reported it as a problem
+        function = functions[0]
         fatal = [s for s in walk(function) if s.type == "expression_statement"
                  and doc.text(s).startswith("LOG(FATAL)") and "scratch memory" in doc.text(s)]
         if not fatal:
@@ -228,10 +229,10 @@ class AutotunerFallback(CppTransform):
         guard_start = line_start(doc.src, guard.start_byte)
         guard_end = doc.src.index(b"\n", guard.end_byte) + 1
         text = doc.src[guard_start:guard_end].decode()
-        blank_after = doc.src[guard_end:guard_end + 1] == b"\n"
+        blank_after = re.match(rb"\r?\n", doc.src[guard_end:guard_end + 2])  # CRLF files too
         at = line_start(doc.src, first.start_byte)
         plan.change(Edit(at, at, text + "\n"),
-                    Edit(guard_start, guard_end + (1 if blank_after else 0), ""))
+                    Edit(guard_start, guard_end + (blank_after.end() if blank_after else 0), ""))
 
     def _fallback(self, doc, plan, ret, defaults) -> None:
         if ret.parent.type != "compound_statement":

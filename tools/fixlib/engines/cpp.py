@@ -5,7 +5,8 @@ branches with unbalanced braces, `*_ASSIGN_OR_RETURN(Type name, expr)` and
 thread-safety annotations. `mask` blanks those in a same-length copy (every
 byte offset stays valid) and the copy is parsed; edits are computed on the
 tree and applied to the original text. After editing, the result is parsed
-again and an edit that adds parse errors is refused.
+again and an edit that adds parse errors, or splits a multi-line directive, is
+refused. Inserted text takes the file's newline style (CRLF stays CRLF).
 
 A fix subclasses CppTransform and implements `plan(doc)`.
 """
@@ -19,6 +20,7 @@ from tools.fixlib.model import NotApplicable, Rewrite, TargetSyntaxError, Transf
 
 MAX_ERROR_LINES = 10  # an ERROR node longer than this means the file does not parse
 _DIRECTIVE = re.compile(rb"^[ \t]*#[ \t]*(\w+)")
+_STRUCTURAL = (b"if", b"ifdef", b"ifndef", b"elif", b"else", b"endif", b"define")
 _ANNOTATION = re.compile(
     rb"\bABSL_(?:CONST_INIT|NO_THREAD_SAFETY_ANALYSIS|MUST_USE_RESULT|ATTRIBUTE_\w+)\b"
     rb"|\bABSL_(?:PT_)?GUARDED_BY\([^()]*\)|\bABSL_\w*LOCKS_(?:REQUIRED|EXCLUDED)\([^()]*\)")
@@ -39,30 +41,47 @@ def _blank(data: bytearray, start: int, end: int) -> None:
             data[i] = 0x20
 
 
+def directives(src: bytes) -> list[tuple[int, int, bytes]]:
+    """(start, end, word) of every preprocessor directive; `end` is past its
+    last continuation line (a line ending in a backslash continues it)."""
+    found, pos, current = [], 0, None
+    for line in src.splitlines(keepends=True):
+        end = pos + len(line)
+        if current is None and (m := _DIRECTIVE.match(line)):
+            current = [pos, end, m.group(1)]
+        if current is not None:
+            current[1] = end
+            if not line.rstrip(b"\r\n").endswith(b"\\"):
+                found.append(tuple(current))
+                current = None
+        pos = end
+    if current is not None:
+        found.append(tuple(current))
+    return found
+
+
 def mask(src: bytes) -> bytes:
     """A same-length copy that tree-sitter parses: preprocessor conditionals
-    reduced to their first branch, #define bodies, annotations and the type
-    in ASSIGN_OR_RETURN's first argument blanked."""
+    reduced to their first branch, #define bodies, multi-line directives,
+    annotations and the type in ASSIGN_OR_RETURN's first argument blanked."""
     out = bytearray(src)
     inactive = []  # one entry per open #if: True once past its first branch
     pos = 0
-    continued_define = False
-    for line in src.splitlines(keepends=True):
-        end = pos + len(line)
-        m = _DIRECTIVE.match(line)
-        word = m.group(1) if m else None
-        if continued_define or word in (b"if", b"ifdef", b"ifndef", b"elif", b"else", b"endif", b"define"):
-            if word in (b"if", b"ifdef", b"ifndef"):
-                inactive.append(False)
-            elif word in (b"elif", b"else") and inactive:
-                inactive[-1] = True
-            elif word == b"endif" and inactive:
-                inactive.pop()
-            _blank(out, pos, end)
-            continued_define = (word == b"define" or continued_define) and line.rstrip(b"\r\n").endswith(b"\\")
-        elif any(inactive):
-            _blank(out, pos, end)
+    for start, end, word in directives(src):
+        if any(inactive):  # the code since the last directive is in a dropped branch
+            _blank(out, pos, start)
+        multi_line = len(src[start:end].splitlines()) > 1
+        if word in _STRUCTURAL or multi_line or any(inactive):
+            _blank(out, start, end)  # continuation lines included
+        if word in (b"if", b"ifdef", b"ifndef"):
+            inactive.append(False)
+        elif word in (b"elif", b"else") and inactive:
+            inactive[-1] = True
+        elif word == b"endif" and inactive:
+            inactive.pop()
         pos = end
+    if any(inactive):
+        _blank(out, pos, len(src))
     for m in _ANNOTATION.finditer(out):
         _blank(out, m.start(), m.end())
     for m in _ASSIGN_OR_RETURN.finditer(bytes(out)):
@@ -176,7 +195,17 @@ def enclosing_statement(node):
 
 
 def line_start(src: bytes, offset: int) -> int:
-    return src.rfind(b"\n", 0, offset) + 1
+    """Start of the logical line holding `offset`: lines ending in a backslash
+    continue into the next, so inserting after one would splice into it."""
+    start = src.rfind(b"\n", 0, offset) + 1
+    while start and src[max(0, start - 3):start - 1].endswith((b"\\", b"\\\r")):
+        start = src.rfind(b"\n", 0, start - 1) + 1
+    return start
+
+
+def newline_of(src: bytes) -> str:
+    """The file's newline style: CRLF when most of its lines end so."""
+    return "\r\n" if src.count(b"\r\n") * 2 > src.count(b"\n") else "\n"
 
 
 def indent_at(src: bytes, offset: int) -> str:
@@ -201,6 +230,15 @@ def apply_edits(src: bytes, edits: list[Edit]) -> bytes:
         pos = e.end
     out.append(src[pos:])
     return b"".join(out)
+
+
+def check_outside_directives(src: bytes, edits: list[Edit]) -> None:
+    """Refuse an edit that starts or ends inside a (multi-line) directive."""
+    for start, end, _ in directives(src):
+        for e in edits:
+            if start < e.start < end or start < e.end < end:
+                line = src.count(b"\n", 0, start) + 1
+                raise TransformFailed(f"an edit would split the preprocessor directive at line {line}")
 
 
 @dataclass
@@ -238,7 +276,11 @@ class CppTransform:
             raise NotApplicable(f"no {self.anchor}")
         if not plan.edits:
             return Rewrite(source, plan.changed, plan.present)
-        new = apply_edits(doc.src, plan.edits).decode("utf-8")
+        check_outside_directives(doc.src, plan.edits)
+        newline = newline_of(doc.src)  # inserted text follows the file (CRLF stays CRLF)
+        edits = [Edit(e.start, e.end, e.text.replace("\r\n", "\n").replace("\n", newline))
+                 for e in plan.edits]
+        new = apply_edits(doc.src, edits).decode("utf-8")
         before, after = len(doc.errors()), len(CppDocument(new).errors())
         if after > before:
             raise TransformFailed(f"the edit would add parse errors ({before} -> {after}); refusing it")

@@ -6,6 +6,7 @@ everything the transformer does not touch stays byte-identical.
 """
 from __future__ import annotations
 
+import ast
 from typing import Callable
 
 import libcst as cst
@@ -59,7 +60,10 @@ class PythonTransform:
     def rewrite(self, source: str) -> Rewrite:
         module = parse(source)
         transformer = self._make()
-        new = module.visit(transformer)
+        try:
+            new = module.visit(transformer)
+        except RecursionError:  # libcst visits recursively; ast allows deeper nesting
+            raise TargetSyntaxError("Python expressions nested too deeply to transform") from None
         if transformer.problems:
             raise TransformFailed("; ".join(transformer.problems))
         if transformer.anchors == 0:
@@ -68,6 +72,15 @@ class PythonTransform:
 
 
 def parse(source: str) -> cst.Module:
+    # ast first: libcst's native parser crashes the process (segfault) on deeply
+    # nested expressions, where ast raises an exception we can report.
+    try:
+        ast.parse(source.removeprefix("\ufeff"))  # a UTF-8 BOM is fine in a file, not in a str
+    except (SyntaxError, ValueError) as err:  # ValueError: NUL bytes (Python < 3.12)
+        where = f" at line {err.lineno}" if getattr(err, "lineno", None) else ""
+        raise TargetSyntaxError(f"Python syntax error{where}: {getattr(err, 'msg', err)}") from None
+    except (RecursionError, MemoryError):
+        raise TargetSyntaxError("Python expressions nested too deeply to parse") from None
     try:
         return cst.parse_module(source)
     except cst.ParserSyntaxError as err:
