@@ -271,8 +271,11 @@ def test_head_git_cannot_read_is_not_called_no_commits(tmp_path):
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give the checkout another owner")
 def test_dubious_ownership_is_reported_as_git_says(tmp_path):
     up = repo(tmp_path)
-    for path in [up, *up.rglob("*")]:
-        os.lchown(path, 65534, 65534)
+    try:
+        for path in [up, *up.rglob("*")]:
+            os.lchown(path, 65534, 65534)
+    except OSError as err:  # not root, or a sandbox without that uid (Bazel's linux-sandbox)
+        pytest.skip(f"cannot hand the repository to another user here: {err.strerror}")
     message = run_in(tmp_path, "--all", "--upstream", str(up), "--check")
     assert "dubious ownership" in message and "no commits" not in message
 
