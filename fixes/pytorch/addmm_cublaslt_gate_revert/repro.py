@@ -20,12 +20,12 @@ import argparse
 import json
 import math
 import os
-import statistics
 import subprocess
 import sys
 from pathlib import Path
 
 from tools.fixlib.model import ReproResult, Verdict
+from tools.fixlib.gpu_timing import graph_ms
 from tools.fixlib.repro import report
 
 MODES = ("default", "fused", "unfused")
@@ -48,36 +48,6 @@ def op_call(op, x, w, b):
             "addmm_relu": lambda: torch._addmm_activation(b, x, wt, use_gelu=False),
             "addmm_gelu": lambda: torch._addmm_activation(b, x, wt, use_gelu=True),
             "mm": lambda: torch.mm(x, wt)}[op]
-
-
-def gpu_ms(fn, budget_ms: float = 20.0) -> float:
-    """GPU time per call: calls captured in a CUDA graph and replayed."""
-    import torch
-
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        fn()
-        fn()
-    torch.cuda.current_stream().wait_stream(side)
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    fn()
-    end.record()
-    end.synchronize()
-    reps = max(3, min(100, int(budget_ms / max(start.elapsed_time(end), 1e-3))))
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(reps):
-            fn()
-    times = []
-    for _ in range(5):
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / reps)
-    return statistics.median(times)
 
 
 def kernels(fn) -> list[str]:
@@ -115,7 +85,7 @@ def child(mode: str, quick: bool) -> dict:
                     fn = op_call(op, x, w, b)
                     names = kernels(fn)
                     rows.append({"op": op, "dtype": dtype_name, "m": m, "k": k, "n": n,
-                                 "ms": gpu_ms(fn), "path": classify_kernels(names) if op != "mm" else "mm",
+                                 "ms": graph_ms(fn), "path": classify_kernels(names) if op != "mm" else "mm",
                                  "kernels": names})
                 del x, w, b
     return {"mode": mode, "torch": torch.__version__, "device": torch.cuda.get_device_name(),

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import torch
 
+from tools.fixlib.gpu_timing import graph_ms
 from fixes.transformer_engine.rocm_unfused_bgrad.reduce import triton_available, triton_column_sum
 
 SHAPES = [(t, f) for t in (4096, 16384, 65536) for f in (1024, 4096, 8192, 16384)]
@@ -29,35 +30,7 @@ QUICK = [(4096, 1024), (16384, 4096)]
 
 
 def timed(fn, budget_ms: float = 30.0) -> float:
-    """GPU milliseconds per call of fn(): many calls captured in one CUDA graph
-    and replayed, so launch latency and Python are not in the figure."""
-    main = torch.cuda.current_stream()
-    warm = torch.cuda.Stream()
-    warm.wait_stream(main)
-    with torch.cuda.stream(warm):  # compile, autotune, allocate outside the capture
-        fn()
-        fn()
-    main.wait_stream(warm)
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    fn()
-    end.record()
-    end.synchronize()
-    reps = max(3, min(200, int(budget_ms / max(start.elapsed_time(end), 1e-3))))
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(reps):
-            fn()
-    graph.replay()
-    times = []
-    for _ in range(5):
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / reps)
-    del graph
-    return statistics.median(times)
+    return graph_ms(fn, budget_ms)
 
 
 def copy_bandwidth() -> float:

@@ -100,13 +100,51 @@ def run(mode: str, family: str, steps: int, out: Path) -> dict:
             "step_ms": 1e3 * statistics.median(times[3:]) if len(times) > 3 else None}
 
 
+def pin_overhead(family: str, steps: int, hidden: int = 1024, layers: int = 8) -> dict:
+    """Step time with and without the pin, one process, steps alternating
+    between two identical models, so drift and noise hit both alike."""
+    from transformers import AutoModelForCausalLM
+
+    from fixes.transformers.moe_determinism.models import batch, config
+    from fixes.transformers.moe_determinism.pin import checkpointing_enable, enable_pinned_routing
+
+    cfg = config(family)
+    cfg.hidden_size, cfg.num_hidden_layers, cfg.num_attention_heads, cfg.num_key_value_heads = hidden, layers, 16, 4
+    cfg._attn_implementation = "sdpa"
+    models = {}
+    for name in ("baseline", "pin"):
+        torch.manual_seed(0)
+        model = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16).cuda().train()
+        model.set_experts_implementation("eager")
+        enable_pinned_routing(model) if name == "pin" else checkpointing_enable(model, {"use_reentrant": False})
+        models[name] = model
+    times = {name: [] for name in models}
+    for step in range(steps):
+        data = {k: v.cuda() for k, v in batch(cfg.vocab_size, seed=step, size=(4, 1024)).items()}
+        for name, model in models.items():
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+            model(**data).loss.backward()
+            torch.cuda.synchronize()
+            times[name].append(time.perf_counter() - start)
+            model.zero_grad(set_to_none=True)
+    med = {name: 1e3 * statistics.median(t[3:]) for name, t in times.items()}
+    return {"family": family, "hidden": hidden, "layers": layers, "step_ms": med,
+            "pin_overhead": med["pin"] / med["baseline"] - 1}
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--family", default="qwen3_5_moe")
     p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--overhead", action="store_true", help="only measure the pin's step-time overhead")
     p.add_argument("--child", nargs=2, metavar=("MODE", "FILE"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.overhead:
+        result = pin_overhead(args.family, args.steps)
+        print(json.dumps(result))
+        return 0
     if args.child:
         print(json.dumps(run(args.child[0], args.family, args.steps, Path(args.child[1]))))
         return 0
