@@ -110,6 +110,8 @@ def pin_overhead(family: str, steps: int, hidden: int = 1024, layers: int = 8) -
 
     cfg = config(family)
     cfg.hidden_size, cfg.num_hidden_layers, cfg.num_attention_heads, cfg.num_key_value_heads = hidden, layers, 16, 4
+    if hasattr(cfg, "layer_types"):
+        cfg.layer_types = (cfg.layer_types * layers)[:layers]
     cfg._attn_implementation = "sdpa"
     models = {}
     for name in ("baseline", "pin"):
@@ -121,7 +123,8 @@ def pin_overhead(family: str, steps: int, hidden: int = 1024, layers: int = 8) -
     times = {name: [] for name in models}
     for step in range(steps):
         data = {k: v.cuda() for k, v in batch(cfg.vocab_size, seed=step, size=(4, 1024)).items()}
-        for name, model in models.items():
+        order = list(models.items()) if step % 2 == 0 else list(models.items())[::-1]  # no order bias
+        for name, model in order:
             torch.cuda.synchronize()
             start = time.perf_counter()
             model(**data).loss.backward()
