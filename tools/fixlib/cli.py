@@ -34,7 +34,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = Parser(prog="make_patch", description=__doc__.split("\n")[0])
     p.add_argument("fix_ids", nargs="*", metavar="FIX_ID", help="fixes to apply, in series order")
     p.add_argument("--all", action="store_true", help="every fix for the upstream")
-    p.add_argument("--upstream", required=True, metavar="PATH_OR_SPEC",
+    p.add_argument("--upstream", metavar="PATH_OR_SPEC",
                    help="a git checkout, pip:NAME==VERSION, or 'default' (each project's default)")
     p.add_argument("--out", metavar="DIR",
                    help=f"write the series here (default: {DEFAULT_OUT}, unless --branch or --check)")
@@ -42,7 +42,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--check", action="store_true", help="report statuses only; write nothing")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--validate", action="store_true", help="also run each fix's behavioural check")
-    return p.parse_args(argv)
+    p.add_argument("--check-upstream", action="store_true",
+                   help="run each fix's reproducer against what is installed here: still-needed, "
+                        "fixed-upstream or cannot-run-here")
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds per reproducer (--check-upstream)")
+    args = p.parse_args(argv)
+    if args.upstream is None and not args.check_upstream:
+        raise UserError("the following arguments are required: --upstream")
+    return args
 
 
 def select(fixes: list[Fix], args: argparse.Namespace) -> list[Fix]:
@@ -183,6 +190,25 @@ def result(fix: Fix, status: Status, detail: str, patch: str | None = None) -> d
             "detail": detail, "patch": patch}
 
 
+def check_upstream(args: argparse.Namespace) -> dict:
+    from tools.fixlib.still_needed import check
+
+    if args.upstream or args.out or args.branch:
+        raise UserError("--check-upstream runs reproducers against the installed libraries: "
+                        "it takes no --upstream, --out or --branch")
+    fixes = select(discover(), args)
+    results = [check(fix, args.timeout) for fix in fixes]
+    return {"check_upstream": results, "exit_code": 0}
+
+
+def render_still_needed(report: dict) -> str:
+    rows = [(r["fix"], r["status"], r["detail"]) for r in report["check_upstream"]]
+    width = max([len("FIX")] + [len(r[0]) for r in rows])
+    lines = [f"{'FIX':<{width}}  {'STATUS':<16}  DETAIL"]
+    lines += [f"{fix:<{width}}  {status:<16}  {detail}" for fix, status, detail in rows]
+    return "\n".join(lines) + "\n"
+
+
 def render_table(report: dict) -> str:
     lines = []
     for run in report["runs"]:
@@ -207,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
         os.chdir(os.environ["BUILD_WORKING_DIRECTORY"])
     try:
         args = parse_args(argv)
-        report = execute(args)
+        report = check_upstream(args) if args.check_upstream else execute(args)
     except UserError as err:
         print(f"make_patch: error: {err}", file=sys.stderr)
         return 2
@@ -223,7 +249,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"make_patch: internal error: {type(err).__name__}: {one_line(err)} "
               "(rerun with MAKE_PATCH_DEBUG=1 for the traceback)", file=sys.stderr)
         return 3
-    print(json.dumps(report, indent=2) if args.json else render_table(report), end="" if not args.json else "\n")
+    render = render_still_needed if args.check_upstream else render_table
+    print(json.dumps(report, indent=2) if args.json else render(report), end="" if not args.json else "\n")
     return report["exit_code"]
 
 
