@@ -14,9 +14,14 @@ def clean_env(**extra: str) -> dict[str, str]:
     return env
 
 
+# A checkout is data, not code: no hook and no fsmonitor program it configures
+# runs when make_patch reads it or adds a branch to it.
+NO_PROGRAMS = ("-c", f"core.hooksPath={os.devnull}", "-c", "core.fsmonitor=false")
+
+
 def run_git(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """git in `cwd`; never raises for git's exit code (the caller decides)."""
-    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, encoding="utf-8",
+    return subprocess.run(["git", *NO_PROGRAMS, *args], cwd=cwd, capture_output=True, encoding="utf-8",
                           errors="replace", env=env or clean_env())
 
 

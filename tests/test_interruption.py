@@ -1,0 +1,67 @@
+"""SIGKILL at any point of a series run and of a --branch run: the checkout is
+unchanged (a branch is either absent or complete), --out holds the old or the
+new series, never half, and a rerun succeeds and cleans the leftovers."""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tools.fixlib.registry import REPO_ROOT
+from tools.fixlib.testing import git, snapshot
+from tests.helpers import BN_FIX, make_patch, pytorch_repo
+
+DELAYS = [0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.7, 1.0]
+
+
+def killed_run(*args, delay: float) -> int:
+    proc = subprocess.Popen([sys.executable, "-m", "tools.fixlib.cli", *args],
+                            env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(delay)
+    proc.send_signal(signal.SIGKILL)
+    return proc.wait()
+
+
+def series_state(out):
+    if not out.exists():
+        return "none"
+    names = sorted(p.name for p in out.iterdir())
+    listed = (out / "series").read_text().split() if (out / "series").exists() else None
+    assert listed is not None and sorted(listed + ["BASE", "series"]) == names, f"half a series: {names}"
+    return "complete"
+
+
+@pytest.mark.parametrize("delay", DELAYS)
+def test_killed_series_run(tmp_path, delay):
+    repo = pytorch_repo(tmp_path / "pytorch")
+    out = tmp_path / "out"
+    assert make_patch("--all", "--upstream", str(repo), "--out", str(out)).returncode == 0
+    first = {p.name: p.read_bytes() for p in out.iterdir()}
+    before = snapshot(repo)
+    killed_run(BN_FIX, "--upstream", str(repo), "--out", str(out), delay=delay)
+    assert snapshot(repo) == before
+    assert series_state(out) == "complete"  # the old series, or the same new one
+    assert make_patch("--all", "--upstream", str(repo), "--out", str(out)).returncode == 0
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == first
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # staging swept
+
+
+@pytest.mark.parametrize("delay", DELAYS)
+def test_killed_branch_run(tmp_path, delay):
+    repo = pytorch_repo(tmp_path / "pytorch")
+    before = snapshot(repo)
+    killed_run("--all", "--upstream", str(repo), "--branch", "fixes", delay=delay)
+    after = snapshot(repo)
+    branches = git(repo, "for-each-ref", "--format=%(refname)", "refs/heads").split()
+    assert branches in (["refs/heads/main"], ["refs/heads/fixes", "refs/heads/main"])
+    if "refs/heads/fixes" in branches:  # complete: the fix commit on top of HEAD
+        assert git(repo, "rev-parse", "fixes~1").strip() == before["head_commit"].strip()
+        assert ".abs()" in git(repo, "show", "fixes:test/test_jit_fuser_te.py")
+    assert {k: v for k, v in after.items() if k != "refs"} == {k: v for k, v in before.items() if k != "refs"}
+    assert git(repo, "worktree", "list").count("\n") == 1
+    assert not list((repo / ".git").rglob("*.lock"))
+    rerun = make_patch("--all", "--upstream", str(repo), "--branch", "fixes2")
+    assert rerun.returncode == 0, rerun.stderr
