@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 from tools.fixlib.apply import Status, apply_change
+from tools.fixlib.gitrun import NO_PROGRAMS
 from tools.fixlib.model import Case, Fix
 
 
@@ -56,7 +57,7 @@ GIT_ID = {"GIT_AUTHOR_NAME": "Test", "GIT_AUTHOR_EMAIL": "test@example.com",
 def git(repo: Path, *args: str, check: bool = True) -> str:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     env.update(GIT_ID, GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull)
-    return subprocess.run(["git", "-C", str(repo), *args], check=check, capture_output=True,
+    return subprocess.run(["git", "-C", str(repo), *NO_PROGRAMS, *args], check=check, capture_output=True,
                           text=True, env=env).stdout
 
 
