@@ -179,7 +179,7 @@ def py_boundaries(text: str, target: Target) -> list[tuple[int, str, bool]]:
             for stmt in block:
                 first = _py_first_line(stmt) - 1
                 indent = lines[first][:len(lines[first]) - len(lines[first].lstrip())]
-                if len(indent.encode()) == stmt.col_offset or decorators_start(stmt):
+                if len(indent.encode()) == stmt.col_offset:
                     at = first
                     while at > 0 and lines[at - 1].lstrip().startswith("#"):
                         at -= 1
@@ -192,10 +192,6 @@ def py_boundaries(text: str, target: Target) -> list[tuple[int, str, bool]]:
             if (not tail or tail.startswith("#")) and len(indent.encode()) == last.col_offset:
                 found.add((last.end_lineno, indent, _terminal(last)))
     return sorted(found)
-
-
-def decorators_start(stmt: ast.stmt) -> bool:
-    return bool(getattr(stmt, "decorator_list", None))
 
 
 def _terminal(stmt) -> bool:
