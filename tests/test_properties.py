@@ -21,7 +21,9 @@ import ast
 import difflib
 import importlib
 import importlib.util
+import os
 import re
+import tempfile
 from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
@@ -33,9 +35,14 @@ from hypothesis import HealthCheck, event, given, note, settings
 from hypothesis import strategies as st
 
 from tools.fixlib.apply import FileOutcome, Status, apply_change
-from tools.fixlib.engines.cpp import CppDocument, indent_at, line_start, walk
+from tools.fixlib.engines.cpp import CppDocument, indent_at, walk
 from tools.fixlib.registry import REPO_ROOT
 from tools.fixlib.testing import only_insertions
+
+# Hypothesis caches under ./.hypothesis by default; keep the checkout clean
+# (Bazel gives a TEST_TMPDIR; a plain pytest run uses the system temp dir).
+os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY",
+                      os.path.join(os.environ.get("TEST_TMPDIR", tempfile.gettempdir()), "fixmono-hypothesis"))
 
 APPLIED_FLOOR = 0.8
 MARK = "hyp:"  # every comment line we insert carries it
@@ -179,7 +186,8 @@ def py_boundaries(text: str, target: Target) -> list[tuple[int, str, bool]]:
             for stmt in block:
                 first = _py_first_line(stmt) - 1
                 indent = lines[first][:len(lines[first]) - len(lines[first].lstrip())]
-                if len(indent.encode()) == stmt.col_offset:
+                # not an `elif` (an If in orelse) nor a statement after `:` or `;` on its line
+                if len(indent.encode()) == stmt.col_offset and not lines[first].lstrip().startswith("elif"):
                     at = first
                     while at > 0 and lines[at - 1].lstrip().startswith("#"):
                         at -= 1
@@ -446,6 +454,7 @@ def check_property(target: Target, mutated: str, stats: Counter) -> FileOutcome:
 
 def run_property(target: Target, max_examples: int) -> None:
     stats: Counter = Counter()
+    baseline(target)  # outside hypothesis: a missing transformers skips, a broken fixture fails plainly
 
     @settings(max_examples=max_examples, deadline=None, derandomize=True, database=None,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
