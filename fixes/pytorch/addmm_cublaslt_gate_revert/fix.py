@@ -34,6 +34,8 @@ CASES = (
         "preferred_cublas_backend ==", "at::globalContext().blasPreferredBackend() ==").replace(
         "  const auto preferred_cublas_backend = at::globalContext().blasPreferredBackend();\n", "") + _TAIL,
          after=_HEAD + _TAIL),
+    Case("a blank line between the NOTE comment and the gate", before=_HEAD + _GATE.replace(
+        "172231\n", "172231\n\n") + _TAIL, after=_HEAD + _TAIL),
     Case("no gate: already reverted (or never had it)", before=_HEAD + _TAIL, expect="already-applied"),
     Case("no addmm_out_cuda_impl", before="Tensor& mm_out_cuda(Tensor& r) { return r; }\n", expect="not-applicable"),
     Case("the preferred backend drives something else: not this gate", expect="failed",

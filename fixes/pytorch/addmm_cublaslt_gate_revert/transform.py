@@ -64,12 +64,24 @@ class RemoveBackendGate(CppTransform):
         edits = []
         for s in readers:
             start, end = line_start(doc.src, s.start_byte), doc.src.index(b"\n", s.end_byte) + 1
-            previous = line_start(doc.src, start - 1) if start else 0
-            if NOTE.search(doc.src[previous:start].decode("utf-8", "replace")):
-                start = previous  # the comment explaining the gate goes too
-            edits.append(Edit(start, end, ""))
+            edits.append(Edit(_with_note(doc.src, start), end, ""))
         plan.change(*edits)
         return plan
+
+
+def _with_note(src: bytes, start: int) -> int:
+    """`start`, moved up over blank lines to the "NOTE: See ...172231" comment
+    explaining the gate, when there is one: that comment goes too."""
+    above = start
+    while above:
+        previous = line_start(src, above - 1)
+        line = src[previous:above].decode("utf-8", "replace")
+        if NOTE.search(line):
+            return previous
+        if line.strip():
+            return start
+        above = previous
+    return start
 
 
 TRANSFORM = RemoveBackendGate()
