@@ -1,7 +1,6 @@
 """Bad input: one clear line and exit code 2 (or the documented status), never
 a traceback, and the checkout byte-identical afterwards."""
 import os
-import shutil
 from pathlib import Path
 
 import pytest

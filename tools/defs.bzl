@@ -50,15 +50,17 @@ def fix_module(test_tags = {}, test_deps = [], repro_tags = [], deps = [], data 
             size = size,
         )
 
-def pytest_test(name, srcs, deps = [], data = [], tags = [], size = "medium"):
-    """A py_test run under pytest (for tests/ and tools/)."""
+def pytest_test(name, srcs, deps = [], data = [], tags = [], size = "medium", network = False, args = []):
+    """A py_test run under pytest (for tests/ and tools/). network = True runs
+    the file's network-tagged tests (FIXMONO_NETWORK=1) and tags the target."""
     native.py_test(
         name = name,
         srcs = srcs + [PYTEST_MAIN],
         main = PYTEST_MAIN,
-        args = ["$(location %s)" % s for s in srcs if s.split(":")[-1].startswith("test_")],
+        args = (["FIXMONO_NETWORK=1"] if network else []) +
+               ["$(location %s)" % s for s in srcs if s.split(":")[-1].startswith("test_")] + args,
         deps = deps,
         data = data,
-        tags = tags,
-        size = size,
+        tags = tags + (["network", "requires-network"] if network else []),
+        size = "large" if network else size,
     )

@@ -13,9 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tools.fixlib.apply import FixOutcome, Status, Unreadable, apply_fix
-from tools.fixlib.errors import UserError
-from tools.fixlib.model import Fix, FixDeclarationError
-from tools.fixlib.gitrun import one_line
+from tools.fixlib.errors import UserError, guarded
+from tools.fixlib.model import Fix
 from tools.fixlib.patches import Entry, check_branch_name, check_out_dir, create_branch, inside, write_series
 from tools.fixlib.projects import PROJECTS
 from tools.fixlib.registry import discover
@@ -231,24 +230,16 @@ def render_table(report: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     if "BUILD_WORKING_DIRECTORY" in os.environ:  # under `bazel run`
         os.chdir(os.environ["BUILD_WORKING_DIRECTORY"])
-    try:
+    args = None
+
+    def work():
+        nonlocal args
         args = parse_args(argv)
-        report = check_upstream(args) if args.check_upstream else execute(args)
-    except UserError as err:
-        print(f"make_patch: error: {err}", file=sys.stderr)
-        return 2
-    except FixDeclarationError as err:
-        print(f"make_patch: broken fix declaration: {one_line(err)}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("make_patch: interrupted; the checkout was not changed", file=sys.stderr)
-        return 130
-    except Exception as err:  # a bug here: still one line, and the checkout is untouched
-        if os.environ.get("MAKE_PATCH_DEBUG"):
-            raise
-        print(f"make_patch: internal error: {type(err).__name__}: {one_line(err)} "
-              "(rerun with MAKE_PATCH_DEBUG=1 for the traceback)", file=sys.stderr)
-        return 3
+        return check_upstream(args) if args.check_upstream else execute(args)
+
+    report, code = guarded("make_patch", work, "interrupted; the checkout was not changed")
+    if code is not None:
+        return code
     render = render_still_needed if args.check_upstream else render_table
     print(json.dumps(report, indent=2) if args.json else render(report), end="" if not args.json else "\n")
     return report["exit_code"]

@@ -19,7 +19,6 @@ from tools.fixlib.apply import Status, Unreadable, apply_fix
 from tools.fixlib.errors import UserError
 from tools.fixlib.model import Fix
 from tools.fixlib.projects import PROJECTS
-from tools.fixlib.registry import REPO_ROOT
 from tools.fixlib.upstream import open_upstream
 
 # The documented ranges: the major version the fixes are written for. torch

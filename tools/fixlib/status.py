@@ -25,9 +25,9 @@ import sys
 from pathlib import Path
 
 from tools.fixlib.apply import FileOutcome, Status, apply_change, decode, summarise, Unreadable
-from tools.fixlib.errors import UserError
+from tools.fixlib.errors import UserError, guarded
 from tools.fixlib.gitrun import one_line
-from tools.fixlib.model import Fix, FixDeclarationError
+from tools.fixlib.model import Fix
 from tools.fixlib.projects import PROJECTS, Project
 from tools.fixlib.registry import discover
 
@@ -216,25 +216,16 @@ def main(argv: list[str] | None = None) -> int:
         if tty:
             print(f"\r\033[K{msg}", end="" if msg else "\r", file=sys.stderr, flush=True)
 
-    try:
+    args = None
+
+    def work():
+        nonlocal args
         args = parse_args(sys.argv[1:] if argv is None else argv)
-        report = collect(run=args.run, timeout=args.timeout, progress=progress)
-    except UserError as err:
-        print(f"fixes: error: {err}", file=sys.stderr)
-        return 2
-    except FixDeclarationError as err:
-        print(f"fixes: broken fix declaration: {one_line(err)}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        progress("")
-        print("fixes: interrupted", file=sys.stderr)
-        return 130
-    except Exception as err:  # a bug here: still one line
-        if os.environ.get("MAKE_PATCH_DEBUG"):
-            raise
-        print(f"fixes: internal error: {type(err).__name__}: {one_line(err)} "
-              "(rerun with MAKE_PATCH_DEBUG=1 for the traceback)", file=sys.stderr)
-        return 3
+        return collect(run=args.run, timeout=args.timeout, progress=progress)
+
+    report, code = guarded("fixes", work, "interrupted", cleanup=lambda: progress(""))
+    if code is not None:
+        return code
     if args.json:
         print(json.dumps(report, indent=2))
     else:

@@ -2,7 +2,6 @@
 import pytest
 import torch
 
-from fixes.pytorch.addmm_cublaslt_gate_revert import hotfix
 from fixes.pytorch.addmm_cublaslt_gate_revert.fix import FIX
 
 

@@ -71,7 +71,7 @@ def judge(row: dict) -> tuple[bool, bool]:
 
 
 def describe(row: dict) -> str:
-    without = (f"CheckpointError" if row["drift_error"] else
+    without = ("CheckpointError" if row["drift_error"] else
                f"routing silently changed in {row['drift_changed_calls']} top-k calls" if row["drift_changed_calls"]
                else "no effect")
     with_pin = ("grads bitwise = baseline" if row.get("pinned_grads_equal") else

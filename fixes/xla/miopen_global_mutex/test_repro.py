@@ -1,6 +1,5 @@
 """The JAX reproducer on CPU (8 host devices), and its crash verdict through a
 fault-injecting double (the child kills itself with SIGSEGV)."""
-import pytest
 
 from tools.fixlib.model import Verdict
 from fixes.xla.miopen_global_mutex import repro
