@@ -298,14 +298,13 @@ def test_unreadable_out_is_refused(tmp_path, monkeypatch, capsys):
 
 
 def test_os_errors_opening_the_upstream_are_one_line(tmp_path, monkeypatch, capsys):
-    import git as gitpython
-    from tools.fixlib import cli
+    from tools.fixlib import cli, upstream
     up = repo(tmp_path)
 
     def fail(*args, **kwargs):
         raise PermissionError(13, "Permission denied", str(up / ".git"))
 
-    monkeypatch.setattr(gitpython, "Repo", fail)
+    monkeypatch.setattr(upstream, "open_repository", fail)
     assert cli.main(["--all", "--upstream", str(up), "--check"]) == 2
     err = capsys.readouterr().err
     assert err == f"make_patch: error: --upstream {up}: cannot open it: Permission denied: {up / '.git'}\n"

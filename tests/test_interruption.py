@@ -30,7 +30,8 @@ def series_state(out):
         return "none"
     names = sorted(p.name for p in out.iterdir())
     listed = (out / "series").read_text().split() if (out / "series").exists() else None
-    assert listed is not None and sorted(listed + ["BASE", "series"]) == names, f"half a series: {names}"
+    assert listed is not None and sorted(listed + ["BASE", "series", ".make_patch-manifest"]) == names, \
+        f"half a series: {names}"
     return "complete"
 
 

@@ -59,7 +59,8 @@ def test_rerun_replaces_the_series_in_out(tmp_path):
     assert make_patch("--all", "--upstream", str(repo), "--out", str(out)).returncode == 0
     first = (out / f"0001-{BN_FIX}.patch").read_bytes()
     assert make_patch("--all", "--upstream", str(repo), "--out", str(out)).returncode == 0
-    assert sorted(p.name for p in out.iterdir()) == sorted(["BASE", "series", f"0001-{BN_FIX}.patch"])
+    assert sorted(p.name for p in out.iterdir()) == sorted(["BASE", "series", f"0001-{BN_FIX}.patch",
+                                                            ".make_patch-manifest"])
     assert (out / f"0001-{BN_FIX}.patch").read_bytes() == first
     assert not list(tmp_path.glob(".out*"))  # no staging leftovers
 
@@ -124,7 +125,8 @@ def test_contract_violation_fails_with_exit_1(tmp_path):
     run = make_patch("--all", "--upstream", str(repo), "--out", str(tmp_path / "o"))
     assert run.returncode == 1
     assert "failed" in run.stdout and "match contract expects 1 site" in run.stdout
-    assert (tmp_path / "o" / "series").read_text() == ""  # nothing emitted for a failed fix
+    assert not (tmp_path / "o").exists()  # a failed run writes nothing
+    assert "wrote nothing" in run.stdout
 
 
 def test_branch_without_out_writes_no_series(tmp_path):
@@ -147,10 +149,10 @@ def test_branch_is_created_only_never_moved(tmp_path, monkeypatch):
     upstream = open_upstream(str(repo))
     (fix,) = [f for f in discover() if f.id == BN_FIX]
     entry = patches.Entry(fix, apply_fix(fix, upstream.read).new_files)
+    tip = patches.build_commits(upstream, [entry])[-1]
     git(repo, "branch", "fixes")  # appears after the check
-    monkeypatch.setattr(patches, "check_branch_name", lambda upstream, name: None)
     with pytest.raises(UserError, match="git could not create it") as err:
-        patches.create_branch(upstream, [entry], "fixes")
+        patches.create_branch(upstream, tip, "fixes")
     assert "\n" not in str(err.value)
     assert git(repo, "rev-parse", "fixes") == git(repo, "rev-parse", "HEAD")
 
@@ -206,60 +208,70 @@ def dead_pid() -> int:
     return proc.pid
 
 
+def killed_holder(parent: Path, name: str, pid: int, old_series: str | None = None) -> Path:
+    """The holder directory a run killed mid-write leaves beside --out."""
+    holder = parent / f".{name}.make_patch-k2x8abc"
+    (holder / "new").mkdir(parents=True)
+    (holder / "new" / "series").write_text("half\n")
+    (holder / ".make_patch-staging").write_text(f"{pid}\n")
+    if old_series is not None:
+        (holder / "old").mkdir()
+        (holder / "old" / "series").write_text(old_series)
+    return holder
+
+
+USERS_LOOKALIKES = [".out.old-backup", ".out.new-2024", ".out.new-123", ".out.old-99999", ".out.make_patch-mine"]
+
+
 def test_a_run_killed_between_its_renames_is_repaired(tmp_path):
     """Without an atomic exchange, replacing a series is two renames; if the
-    run is killed between them, `out` is missing and the old series is in
-    .out.old-PID. The next run puts it back, then replaces it, leaving nothing."""
+    run is killed between them, `out` is missing and the old series is in the
+    holder. The next run puts it back, then replaces it, leaving nothing of
+    its own, and directories of the user that look alike stay untouched."""
     repo = pytorch_repo(tmp_path / "pytorch")
     out = tmp_path / "out"
     assert make_patch("--all", "--upstream", str(repo), "--out", str(out)).returncode == 0
-    pid = dead_pid()
-    out.rename(tmp_path / f".out.old-{pid}")
-    (tmp_path / f".out.new-{pid}").mkdir()
-    (tmp_path / f".out.new-{pid}" / "series").write_text("half\n")
-    (tmp_path / ".out.new-k2x8_abc").mkdir()  # an older version's staging name
+    holder = killed_holder(tmp_path, "out", dead_pid())
+    shutil.rmtree(holder / "new")
+    out.rename(holder / "old")
+    for name in USERS_LOOKALIKES:
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "series").write_text("mine\n")
     assert make_patch("--all", "--upstream", str(repo), "--out", str(out)).returncode == 0
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "pytorch"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["out", "pytorch", *USERS_LOOKALIKES])
     assert (out / "series").read_text() == f"0001-{BN_FIX}.patch\n"
+    assert all((tmp_path / name / "series").read_text() == "mine\n" for name in USERS_LOOKALIKES)
 
 
 def test_sweep_restores_the_old_series_when_out_is_missing(tmp_path):
     from tools.fixlib.patches import sweep_staging
-    pid = dead_pid()
-    (tmp_path / f".out.old-{pid}").mkdir()
-    (tmp_path / f".out.old-{pid}" / "series").write_text("old\n")
-    (tmp_path / f".out.new-{os.getppid()}").mkdir()  # a live process's staging stays
+    killed_holder(tmp_path, "out", dead_pid(), old_series="old\n")
+    live = killed_holder(tmp_path / "live", "out", os.getppid())  # a live process's holder stays
     sweep_staging(tmp_path / "out")
+    sweep_staging(tmp_path / "live" / "out")
     assert (tmp_path / "out" / "series").read_text() == "old\n"
-    assert sorted(p.name for p in tmp_path.iterdir()) == [f".out.new-{os.getppid()}", "out"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["live", "out"]
+    assert live.is_dir()
 
 
 @pytest.mark.parametrize("atomic", [True, False])
-def test_swap_replaces_the_series_and_keeps_it_there_on_interrupt(tmp_path, monkeypatch, atomic):
+@pytest.mark.parametrize("had_series", [True, False])
+def test_series_write_commits_and_rolls_back(tmp_path, monkeypatch, atomic, had_series):
     from tools.fixlib import patches
-    out, staged = tmp_path / "out", tmp_path / ".out.new-1"
-    for directory, text in ((out, "old\n"), (staged, "new\n")):
-        directory.mkdir()
-        (directory / "series").write_text(text)
+    out = tmp_path / "out"
+    if had_series:
+        out.mkdir()
+        (out / "series").write_text("old\n")
     if not atomic:
         monkeypatch.setattr(patches, "exchange", lambda a, b: False)
-    patches.swap_into_place(staged, out)
+    write = patches.SeriesWrite(out)
+    write.stage({"series": b"new\n"})
+    write.commit()
     assert (out / "series").read_text() == "new\n"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
-    # Ctrl-C in the gap between the two renames: the old series goes back
-    staged.mkdir()
-    monkeypatch.setattr(patches, "exchange", lambda a, b: False)
-    real = Path.rename
-
-    def rename(self, target):
-        if self == staged:
-            raise KeyboardInterrupt
-        return real(self, target)
-
-    monkeypatch.setattr(Path, "rename", rename)
-    with pytest.raises(KeyboardInterrupt):
-        patches.swap_into_place(staged, out)
-    assert (out / "series").read_text() == "new\n"
+    write.rollback()
+    assert (out / "series").read_text() == "old\n" if had_series else not out.exists()
+    write.finish()
+    assert sorted(p.name for p in tmp_path.iterdir()) == (["out"] if had_series else [])
 
 
 def test_exchange_is_atomic_where_the_system_has_it(tmp_path):

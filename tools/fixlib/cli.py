@@ -8,20 +8,24 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tools.fixlib.apply import FixOutcome, Status, Unreadable, apply_fix
-from tools.fixlib.errors import UserError, guarded
+from tools.fixlib.errors import UserError, emit, guarded
 from tools.fixlib.model import Fix
-from tools.fixlib.patches import Entry, check_branch_name, check_out_dir, create_branch, inside, write_series
+from tools.fixlib.patches import (Entry, SeriesWrite, build_commits, check_branch_name, check_out_dir,
+                                  create_branch, delete_branch, inside, series_files)
 from tools.fixlib.projects import PROJECTS
 from tools.fixlib.registry import discover
 from tools.fixlib.revert import revert_through_git
-from tools.fixlib.upstream import Upstream, open_upstream
+from tools.fixlib.upstream import DEFAULT_MAX_TARGET_MIB, Upstream, open_upstream
 
 DEFAULT_OUT = "patches-out"
+WRITTEN = False  # set once the series/branch are in place: an interrupt after that changes nothing
 
 
 class Parser(argparse.ArgumentParser):
@@ -45,9 +49,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="run each fix's reproducer against what is installed here: still-needed, "
                         "fixed-upstream or cannot-run-here")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per reproducer (--check-upstream)")
+    p.add_argument("--max-target-size", type=float, default=DEFAULT_MAX_TARGET_MIB, metavar="MIB",
+                   help=f"refuse target files larger than this (default: {DEFAULT_MAX_TARGET_MIB} MiB)")
     args = p.parse_args(argv)
     if args.upstream is None and not args.check_upstream:
         raise UserError("the following arguments are required: --upstream")
+    if not args.max_target_size > 0:
+        raise UserError("--max-target-size must be a positive number of MiB")
     return args
 
 
@@ -125,6 +133,13 @@ class Job:
     fixes: list[Fix] = field(default_factory=list)  # those for the upstream's project
     out: Path | None = None  # where the series goes (checked, resolved); None: no series
     shown_out: str | None = None  # `out` as the user named it
+    outcomes: list[FixOutcome] = field(default_factory=list)
+    patches: list[str] = field(default_factory=list)  # the patch files written
+    branch_tip: str | None = None  # the new branch's commit, once created
+
+    @property
+    def entries(self) -> list[Entry]:
+        return [Entry(o.fix, o.new_files, o.message_note) for o in self.outcomes if o.status is Status.APPLIED]
 
 
 def prepare(args: argparse.Namespace, spec: str, group: list[Fix]) -> Job:
@@ -132,6 +147,7 @@ def prepare(args: argparse.Namespace, spec: str, group: list[Fix]) -> Job:
     if not spec:  # default mode, project without an obtainable default
         return Job(group)
     upstream = open_upstream(spec)
+    upstream.max_target_bytes = int(args.max_target_size * (1 << 20))
     if not args.all:
         for f in group:
             if f.upstream != upstream.project.name:
@@ -157,31 +173,89 @@ def execute(args: argparse.Namespace) -> dict:
     fixes = select(discover(), args)
     progress = (lambda msg: print(msg, file=sys.stderr)) if sys.stderr.isatty() else (lambda msg: None)
     jobs = [prepare(args, spec, group) for spec, group in plan(args, fixes)]  # all before any write
-    runs = [run_job(args, job, progress) for job in jobs]
-    failed = any(r["status"] == Status.FAILED.value for run in runs for r in run["results"])
-    return {"runs": runs, "exit_code": 1 if failed else 0}
+    for job in jobs:
+        if job.upstream is not None:
+            job.outcomes = run_one(job.upstream, job.fixes, args.validate, progress)
+    failed = any(o.status is Status.FAILED for job in jobs for o in job.outcomes)
+    if not failed:  # a failed run writes nothing: the previous series and branches stay as they were
+        write(args, jobs)
+    return {"runs": [report(args, job, written=not failed) for job in jobs], "exit_code": 1 if failed else 0}
 
 
-def run_job(args: argparse.Namespace, job: Job, progress) -> dict:
+def write(args: argparse.Namespace, jobs: list[Job]) -> None:
+    """Every series and the branch, all or nothing: everything is built in
+    scratch space first, then put in place in one uninterruptible step that
+    is undone as a whole if any part of it fails."""
+    writes: list[tuple[Job, SeriesWrite]] = []
+    branches: list[tuple[Job, str]] = []
+    try:
+        for job in jobs:
+            entries = job.entries if job.upstream else []
+            if job.out:
+                files = series_files(job.upstream, entries)
+                series = SeriesWrite(job.out)
+                writes.append((job, series))
+                series.stage(files)
+                job.patches = [name for name in files if name.endswith(".patch")]
+            if args.branch and entries:
+                branches.append((job, build_commits(job.upstream, entries)[-1]))
+        with signals_held():
+            done = []
+            try:
+                for job, tip in branches:
+                    create_branch(job.upstream, tip, args.branch)
+                    done.append(lambda job=job, tip=tip: delete_branch(job.upstream, tip, args.branch))
+                    job.branch_tip = tip
+                for _, series in writes:
+                    series.commit()
+                    done.append(series.rollback)
+            except BaseException:
+                for undo in reversed(done):
+                    undo()
+                for job in jobs:
+                    job.branch_tip, job.patches = None, []
+                raise
+    finally:
+        for _, series in writes:
+            series.finish()
+
+
+@contextmanager
+def signals_held():
+    """Ctrl-C, SIGTERM and SIGHUP wait until the block is over. Once it
+    succeeded the run is complete: a signal that came meanwhile is dropped
+    (the series and branch stay, the report is printed, exit 0)."""
+    global WRITTEN
+    held = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    except BaseException:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)  # delivered now: undone, so "not changed" holds
+        raise
+    WRITTEN = True
+    handlers = {sig: signal.signal(sig, signal.SIG_IGN) for sig in held}
+    signal.pthread_sigmask(signal.SIG_SETMASK, old)  # a pending signal is dropped here
+    for sig, handler in handlers.items():
+        signal.signal(sig, handler)
+
+
+def report(args: argparse.Namespace, job: Job, written: bool) -> dict:
     upstream = job.upstream
     if upstream is None:
         project = job.group[0].upstream
-        return {"upstream": None, "project": project, "base": None, "out": None, "results": [
+        return {"upstream": None, "project": project, "base": None, "out": None, "written": False, "results": [
             result(f, Status.NOT_APPLICABLE,
                    f"no default upstream for {project} on this machine; pass --upstream <{project} checkout>")
             for f in job.group]}
-    outcomes = run_one(upstream, job.fixes, args.validate, progress)
-    entries = [Entry(o.fix, o.new_files, o.message_note) for o in outcomes if o.status is Status.APPLIED]
-    patches = write_series(upstream, entries, job.out) if job.out else []
-    branch_tip = create_branch(upstream, entries, args.branch) if args.branch and entries else None
-    names = iter(patches)
+    names = iter(job.patches)
     return {
         "upstream": upstream.label, "project": upstream.project.name, "base": upstream.head,
-        "out": job.shown_out, "branch": args.branch if branch_tip else None,
-        "branch_tip": branch_tip,
+        "out": job.shown_out, "written": written,
+        "branch": args.branch if job.branch_tip else None, "branch_tip": job.branch_tip,
         "results": [result(o.fix, o.status, o.detail,
-                           next(names) if o.status is Status.APPLIED and patches else None)
-                    for o in outcomes]}
+                           next(names) if o.status is Status.APPLIED and job.patches else None)
+                    for o in job.outcomes]}
 
 
 def result(fix: Fix, status: Status, detail: str, patch: str | None = None) -> dict:
@@ -218,9 +292,11 @@ def render_table(report: dict) -> str:
         lines += [f"  {fid:<{width}}  {status:<15}  {detail}" for fid, status, detail in rows]
         if not rows:
             lines.append("  (no fixes for this upstream)")
-        if run.get("out"):
+        if run.get("out") and run["written"]:
             count = sum(1 for r in run["results"] if r["patch"])
             lines.append(f"  wrote {count} patch(es) and series to {run['out']}")
+        elif run.get("out"):
+            lines.append(f"  wrote nothing to {run['out']}: a fix failed (what was there is as it was)")
         if run.get("branch"):
             lines.append(f"  created branch {run['branch']} at {run['branch_tip'][:12]}")
         lines.append("")
@@ -230,19 +306,25 @@ def render_table(report: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     if "BUILD_WORKING_DIRECTORY" in os.environ:  # under `bazel run`
         os.chdir(os.environ["BUILD_WORKING_DIRECTORY"])
-    args = None
+    json_out = "--json" in (sys.argv[1:] if argv is None else argv)
 
     def work():
-        nonlocal args
         args = parse_args(argv)
-        return check_upstream(args) if args.check_upstream else execute(args)
+        report = check_upstream(args) if args.check_upstream else execute(args)
+        render = render_still_needed if args.check_upstream else render_table
+        emit(json.dumps(report, indent=2) + "\n" if args.json else render(report))
+        return report["exit_code"]
 
-    report, code = guarded("make_patch", work, "interrupted; the checkout was not changed")
-    if code is not None:
-        return code
-    render = render_still_needed if args.check_upstream else render_table
-    print(json.dumps(report, indent=2) if args.json else render(report), end="" if not args.json else "\n")
-    return report["exit_code"]
+    def json_error(message: str, code: int) -> None:
+        if json_out:
+            emit(json.dumps({"error": message.removeprefix("error: "), "exit_code": code}) + "\n")
+
+    def interrupted() -> str:
+        return ("interrupted after everything was written (the report was not printed)" if WRITTEN
+                else "interrupted; the checkout was not changed")
+
+    exit_code, code = guarded("make_patch", work, interrupted, on_error=json_error)
+    return exit_code if code is None else code
 
 
 if __name__ == "__main__":

@@ -1,35 +1,74 @@
-"""Errors that mean bad input from the user: one line, exit code 2."""
+"""How the command-line tools end: bad input is one line and exit code 2,
+Ctrl-C/SIGTERM one line and 128+signal, a bug one line and 3; never a
+traceback (MAKE_PATCH_DEBUG=1 shows it)."""
+import os
+import signal
+import sys
 
 
 class UserError(Exception):
-    """Bad input. The message is printed as one line; make_patch exits 2."""
+    """Bad input. The message is printed as one line; the tool exits 2."""
 
 
-def guarded(prog: str, work, interrupted: str = "interrupted", cleanup=lambda: None):
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised like Ctrl-C so that the same clean-up runs."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_interrupted(signum, frame):
+    raise Interrupted(signum)
+
+
+def setup_streams() -> None:
+    """Output as git writes it, whatever the locale: UTF-8, and the bytes of an
+    argument that was not (LC_ALL=C) written back unchanged, never an error."""
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(encoding="utf-8", errors="surrogateescape")
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        try:
+            signal.signal(sig, _raise_interrupted)
+        except ValueError:  # not the main thread (a tool called from a test's thread)
+            pass
+
+
+def emit(text: str) -> None:
+    """Print to stdout; a reader that went away (`| head`) ends the output quietly."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # Python's flush at exit must not fail again
+
+
+def guarded(prog: str, work, interrupted: str = "interrupted", cleanup=lambda: None,
+            on_error=lambda message, code: None):
     """Run a command-line tool's work. Returns (result, None), or (None, exit
-    code) after one line on stderr: bad input 2, Ctrl-C 130, a bug 3
-    (MAKE_PATCH_DEBUG=1 shows the traceback instead)."""
-    import os
-    import sys
-
+    code) after one line on stderr (also handed to `on_error`, e.g. for JSON)."""
     from tools.fixlib.gitrun import one_line
     from tools.fixlib.model import FixDeclarationError
 
+    setup_streams()
     try:
         return work(), None
     except UserError as err:
-        print(f"{prog}: error: {err}", file=sys.stderr)
-        return None, 2
+        message, code = f"error: {err}", 2
     except FixDeclarationError as err:
-        print(f"{prog}: broken fix declaration: {one_line(err)}", file=sys.stderr)
-        return None, 2
-    except KeyboardInterrupt:
+        message, code = f"broken fix declaration: {one_line(err)}", 2
+    except KeyboardInterrupt as err:
         cleanup()
-        print(f"{prog}: {interrupted}", file=sys.stderr)
-        return None, 130
+        message = interrupted() if callable(interrupted) else interrupted
+        code = 128 + getattr(err, "signum", signal.SIGINT)
     except Exception as err:  # a bug here: still one line
         if os.environ.get("MAKE_PATCH_DEBUG"):
             raise
-        print(f"{prog}: internal error: {type(err).__name__}: {one_line(err)} "
-              "(rerun with MAKE_PATCH_DEBUG=1 for the traceback)", file=sys.stderr)
-        return None, 3
+        message = (f"internal error: {type(err).__name__}: {one_line(err)} "
+                   "(rerun with MAKE_PATCH_DEBUG=1 for the traceback)")
+        code = 3
+    print(f"{prog}: {message}", file=sys.stderr)
+    on_error(message, code)
+    return None, code

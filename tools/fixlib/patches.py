@@ -1,30 +1,32 @@
 """The patch writer: commits built in a scratch repository, exported with
 `git format-patch`, and the quilt-style `series`.
 
-The scratch repository borrows the upstream's objects through alternates, so
+The scratch repository (scratch.py) borrows the upstream's objects, so
 nothing is written into the user's repository unless a branch is asked for
-(then the commits are fetched into it as one new ref). User and system git
-config are ignored, and author, date and message come from the fix metadata:
-the same inputs give byte-identical patches on every machine.
+(then the new objects are unpacked into it and one new ref is created). User
+and system git config are ignored there, and author, date and message come
+from the fix metadata: the same inputs give byte-identical patches on every
+machine. Patches are bytes: a CRLF file keeps its CRs.
 """
 from __future__ import annotations
 
 import ctypes
 import errno
+import glob
+import hashlib
 import os
 import re
 import shutil
-import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from tools.fixlib.errors import UserError
 from tools.fixlib.model import Fix
-from tools.fixlib.gitrun import clean_env, one_line, run_git
+from tools.fixlib.gitrun import as_git_text, one_line
+from tools.fixlib.scratch import ScratchRepo, pid_alive
 from tools.fixlib.upstream import Upstream, describe
 
-OUR_FILE = re.compile(r"^(series|BASE|\d{4}-[a-z0-9-]+\.patch)$")
 FORMAT_PATCH = ["format-patch", "--stdout", "--no-signature", "--full-index", "--no-renames",
                 "--no-color", "--no-notes", "--no-thread", "--no-attach", "--no-signoff",
                 "--src-prefix=a/", "--dst-prefix=b/", "-U3", "--inter-hunk-context=0"]
@@ -52,64 +54,44 @@ def patch_name(index: int, fix: Fix) -> str:
     return f"{index:04d}-{fix.id}.patch"
 
 
-class ScratchRepo:
-    """A temporary bare repository whose object store falls back to the
-    upstream's: new objects land here, old ones are read from there."""
+def commit(scratch: ScratchRepo, parent: str, entry: Entry) -> str:
+    """The commit of `entry` on `parent`, built in the scratch repository."""
+    scratch.git("read-tree", parent)
+    stage(scratch, parent, entry.files)
+    tree = scratch.git("write-tree").strip()
+    fix = entry.fix
+    name, email = re.match(r"^(.*?)\s*<(.+)>$", fix.author).groups()
+    date = f"{fix.dep3.last_update}T00:00:00+0000"
+    ident = {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email, "GIT_AUTHOR_DATE": date,
+             "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email, "GIT_COMMITTER_DATE": date}
+    return scratch.git("commit-tree", "--no-gpg-sign", tree, "-p", parent,
+                       input=commit_message(fix, entry.note), env=ident).strip()
 
-    def __init__(self, upstream: Upstream, root: Path):
-        self.git_dir = root / "scratch.git"
-        self.upstream = upstream
-        objects = Path(upstream.repo.common_dir, "objects").resolve()
-        self._env = clean_env()
-        self._env.update(GIT_DIR=str(self.git_dir), GIT_INDEX_FILE=str(root / "index"),
-                         GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull)
-        self.git("init", "-q", "--bare", str(self.git_dir))
-        # bytes: the path as the file system has it, whatever the locale
-        (self.git_dir / "objects" / "info" / "alternates").write_bytes(os.fsencode(objects) + b"\n")
 
-    def git(self, *args: str, stdin: str | None = None, env: dict | None = None) -> str:
-        # UTF-8 whatever the locale (LC_ALL=C): patches carry the files' text
-        proc = subprocess.run(["git", *args], input=stdin, capture_output=True, encoding="utf-8",
-                              env={**self._env, **(env or {})})
-        if proc.returncode:
-            raise RuntimeError(f"git {args[0]} failed: {one_line(proc.stderr)}")
-        return proc.stdout
+def stage(scratch: ScratchRepo, base: str, files: dict[str, str | None]) -> None:
+    """Put `files` into the scratch index (read from `base` beforehand)."""
+    for path, text in sorted(files.items()):
+        if text is None:
+            scratch.git("update-index", "--force-remove", "--", path)
+            continue
+        blob = scratch.git("hash-object", "-w", "--stdin", input=text).strip()  # stdin: no filters
+        listed = scratch.git("ls-tree", base, "--", path).split()
+        mode = listed[0] if listed else "100644"
+        scratch.git("update-index", "--add", "--cacheinfo", f"{mode},{blob},{path}")
 
-    def commit(self, parent: str, entry: Entry) -> str:
-        self.git("read-tree", parent)
-        self.stage(parent, entry.files)
-        tree = self.git("write-tree").strip()
-        fix = entry.fix
-        name, email = re.match(r"^(.*?)\s*<(.+)>$", fix.author).groups()
-        date = f"{fix.dep3.last_update}T00:00:00+0000"
-        ident = {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email, "GIT_AUTHOR_DATE": date,
-                 "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email, "GIT_COMMITTER_DATE": date}
-        return self.git("commit-tree", tree, "-p", parent, stdin=commit_message(fix, entry.note),
-                        env=ident).strip()
 
-    def stage(self, base: str, files: dict[str, str | None]) -> None:
-        """Put `files` into the scratch index (read from `base` beforehand)."""
-        for path, text in sorted(files.items()):
-            if text is None:
-                self.git("update-index", "--force-remove", "--", path)
-                continue
-            blob = self.git("hash-object", "-w", "--stdin", stdin=text).strip()
-            self.git("update-index", "--add", "--cacheinfo", f"{self._mode(base, path)},{blob},{path}")
+def build_commits(upstream: Upstream, entries: list[Entry]) -> list[str]:
+    shas, parent = [], upstream.head
+    for entry in entries:
+        parent = commit(upstream.scratch, parent, entry)
+        shas.append(parent)
+    return shas
 
-    def _mode(self, commit: str, path: str) -> str:
-        out = self.git("ls-tree", commit, "--", path).split()
-        return out[0] if out else "100644"
 
-    def commits(self, entries: list[Entry]) -> list[str]:
-        shas, parent = [], self.upstream.head
-        for entry in entries:
-            parent = self.commit(parent, entry)
-            shas.append(parent)
-        return shas
-
-    def format_patch(self, sha: str, index: int, total: int) -> str:
-        prefix = "PATCH" if total == 1 else f"PATCH {index}/{total}"
-        return self.git(*FORMAT_PATCH, f"--subject-prefix={prefix}", "-1", sha)
+def format_patch(scratch: ScratchRepo, sha: str, index: int, total: int) -> bytes:
+    """The patch as bytes: a CRLF target keeps its CRs, so the patch applies."""
+    prefix = "PATCH" if total == 1 else f"PATCH {index}/{total}"
+    return scratch.git(*FORMAT_PATCH, f"--subject-prefix={prefix}", "-1", sha, binary=True)
 
 
 def base_line(upstream: Upstream) -> str:
@@ -118,79 +100,110 @@ def base_line(upstream: Upstream) -> str:
     return f"commit {upstream.head}\n"
 
 
-def write_series(upstream: Upstream, entries: list[Entry], out: Path) -> list[str]:
-    """Write NNNN-<id>.patch files, `series` and `BASE` into `out`, replacing a
-    series written there before. Returns the patch file names."""
-    out = check_out_dir(upstream, out)
+def series_files(upstream: Upstream, entries: list[Entry]) -> dict[str, bytes]:
+    """The files of the series: NNNN-<id>.patch, `series` and `BASE`."""
     names = [patch_name(i, e.fix) for i, e in enumerate(entries, 1)]
-    staged = out.with_name(f".{out.name}.new-{os.getpid()}")
+    files = {name: format_patch(upstream.scratch, sha, i, len(names))
+             for i, (sha, name) in enumerate(zip(build_commits(upstream, entries), names), 1)}
+    files["series"] = "".join(f"{n}\n" for n in names).encode()
+    files["BASE"] = base_line(upstream).encode()
+    return files
+
+
+# --out is the user's directory. make_patch replaces only a series it wrote
+# itself, as the manifest there records (names and sha256 of its files), and
+# works in a holder directory beside it: `.<out>.make_patch-<random>`, marked
+# by STAGING_MARKER with the owner's pid, so nothing of the user's is ever
+# taken for make_patch's leftovers.
+MANIFEST = ".make_patch-manifest"
+STAGING_MARKER = ".make_patch-staging"
+
+
+def digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def manifest_text(files: dict[str, bytes]) -> bytes:
+    lines = ["# Files make_patch wrote here; it replaces only these, unchanged. sha256  name"]
+    lines += [f"{digest(data)}  {name}" for name, data in sorted(files.items())]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def read_manifest(out: Path) -> dict[str, str]:
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        sweep_staging(out)
-        staged.mkdir()  # not mkdtemp: the series gets the umask's mode, like any new directory
+        text = (out / MANIFEST).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return {}
+    entries = (line.split("  ", 1) for line in text.splitlines() if line and not line.startswith("#"))
+    return {name: sha for sha, name in entries}
+
+
+class SeriesWrite:
+    """Replace the series in `out` in steps that can be undone: stage() writes
+    the new series beside `out`, commit() swaps it in (the old one is kept),
+    rollback() swaps it back, finish() drops the old one."""
+
+    def __init__(self, out: Path):
+        self.out = out
+        self.holder: Path | None = None
+        self.committed = False
+
+    def stage(self, files: dict[str, bytes]) -> None:
         try:
-            with tempfile.TemporaryDirectory(prefix=".make_patch-") as tmp:
-                scratch = ScratchRepo(upstream, Path(tmp))
-                for i, (sha, name) in enumerate(zip(scratch.commits(entries), names), 1):
-                    (staged / name).write_text(scratch.format_patch(sha, i, len(names)), encoding="utf-8")
-            (staged / "series").write_text("".join(f"{n}\n" for n in names), encoding="utf-8")
-            (staged / "BASE").write_text(base_line(upstream), encoding="utf-8")
-            swap_into_place(staged, out)
-        finally:
-            shutil.rmtree(staged, ignore_errors=True)
-    except OSError as err:
-        raise UserError(f"--out {out}: cannot write there: {err.strerror or err}") from None
-    return names
+            self.out.parent.mkdir(parents=True, exist_ok=True)
+            sweep_staging(self.out)
+            self.holder = Path(tempfile.mkdtemp(prefix=f".{self.out.name}.make_patch-", dir=self.out.parent))
+            (self.holder / STAGING_MARKER).write_text(f"{os.getpid()}\n")
+            new = self.holder / "new"
+            new.mkdir()  # not mkdtemp: the series gets the umask's mode, like any new directory
+            for name, data in {**files, MANIFEST: manifest_text(files)}.items():
+                (new / name).write_bytes(data)
+        except OSError as err:
+            self.finish()
+            raise UserError(f"--out {self.out}: cannot write there: {err.strerror or err}") from None
 
+    def commit(self) -> None:
+        new, old = self.holder / "new", self.holder / "old"
+        if not os.path.lexists(self.out):
+            new.rename(self.out)
+        elif exchange(new, self.out):
+            new.rename(old)
+        else:  # two renames; a run killed between them is repaired by sweep_staging
+            self.out.rename(old)
+            new.rename(self.out)
+        self.committed = True
 
-STAGING = re.compile(r"\.(?P<name>.+)\.(?:new|old)-(?P<owner>[^.]+)")
+    def rollback(self) -> None:
+        if not self.committed:
+            return
+        new, old = self.holder / "new", self.holder / "old"
+        if not old.exists():  # there was no series before
+            self.out.rename(new)
+        elif not exchange(old, self.out):
+            self.out.rename(new)
+            old.rename(self.out)
+        self.committed = False
+
+    def finish(self) -> None:
+        if self.holder is not None:
+            shutil.rmtree(self.holder, ignore_errors=True)
+            self.holder = None
 
 
 def sweep_staging(out: Path) -> None:
-    """Remove the .<out>.new-PID / .<out>.old-PID directories a killed run left
-    beside `out`; if it died between its two renames (so `out` is missing),
-    its old series is put back first. Those of live concurrent runs stay."""
-    for path in sorted(out.parent.iterdir()):
-        m = STAGING.fullmatch(path.name)
-        if not m or m["name"] != out.name or not path.is_dir() or path.is_symlink():
-            continue
-        if _running(m["owner"]):
-            continue
-        if ".old-" in path.name and not os.path.lexists(out):
-            path.rename(out)
-        else:
-            shutil.rmtree(path, ignore_errors=True)
-
-
-def _running(owner: str) -> bool:
-    """Whether the staging suffix names another live process."""
-    if not owner.isdigit() or int(owner) in (0, os.getpid()):
-        return False
-    try:
-        os.kill(int(owner), 0)
-    except (ProcessLookupError, OverflowError):
-        return False
-    except PermissionError:  # alive, another user's
-        return True
-    return True
-
-
-def swap_into_place(staged: Path, out: Path) -> None:
-    """Replace `out` by `staged`: one atomic exchange where the system has it;
-    else two renames, whose gap a later run repairs (sweep_staging)."""
-    if not os.path.lexists(out):
-        staged.rename(out)
-    elif exchange(staged, out):
-        shutil.rmtree(staged, ignore_errors=True)  # now the old series
-    else:
-        old = out.with_name(f".{out.name}.old-{os.getpid()}")
-        out.rename(old)
+    """Remove the holders that killed runs left beside `out` (marked, of a dead
+    process); if one died between its two renames (`out` missing), its old
+    series is put back first. Directories without the marker are the user's."""
+    for path in sorted(out.parent.glob(f".{glob.escape(out.name)}.make_patch-*")):
+        marker = path / STAGING_MARKER
         try:
-            staged.rename(out)
-        except BaseException:  # e.g. Ctrl-C in the gap: the old series goes back
-            old.rename(out)
-            raise
-        shutil.rmtree(old, ignore_errors=True)
+            if path.is_symlink() or not marker.is_file() or pid_alive(int(marker.read_text().strip() or 0)):
+                continue
+        except (OSError, ValueError):
+            continue
+        if (path / "old").is_dir() and not os.path.lexists(out):
+            (path / "old").rename(out)
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def exchange(a: Path, b: Path) -> bool:
@@ -214,10 +227,18 @@ def inside(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
 
 
+def worktrees(upstream: Upstream) -> list[Path]:
+    """Every working tree of the upstream's repository (main and linked)."""
+    proc = upstream.checkout.git("worktree", "list", "--porcelain", "-z")
+    if proc.returncode:
+        return [upstream.path]
+    return [Path(f[len("worktree "):]).resolve() for f in proc.stdout.split("\0") if f.startswith("worktree ")]
+
+
 def check_out_dir(upstream: Upstream, out: Path) -> Path:
     """`out` resolved (a symlink: its target), once it is safe to replace:
-    neither inside nor around the upstream, nor around the current directory,
-    and holding only files make_patch writes."""
+    neither inside nor around the upstream or any of its worktrees, nor around
+    the current directory, and holding only a series make_patch wrote."""
     where = f"--out {out}"
     if out.is_symlink() and not out.exists():
         raise UserError(f"{where}: is a dangling symlink")
@@ -226,9 +247,13 @@ def check_out_dir(upstream: Upstream, out: Path) -> Path:
         cwd = Path.cwd().resolve()
     except (OSError, RuntimeError) as err:  # RuntimeError: a symlink loop
         raise UserError(f"{where}: cannot resolve it: {describe(err)}") from None
-    git_dir = Path(upstream.repo.common_dir).resolve()
+    git_dir = upstream.common_dir.resolve()
     if inside(resolved, upstream.path) or inside(resolved, git_dir):
         raise UserError(f"{where}: is inside the upstream checkout; choose a directory outside it")
+    for tree in worktrees(upstream):
+        if inside(resolved, tree):
+            raise UserError(f"{where}: is inside {tree}, a worktree of the upstream repository; "
+                            "choose a directory outside it")
     if inside(upstream.path, resolved) or inside(git_dir, resolved):
         raise UserError(f"{where}: contains the upstream checkout {upstream.path}; "
                         "choose a directory of its own")
@@ -237,34 +262,53 @@ def check_out_dir(upstream: Upstream, out: Path) -> Path:
     if resolved.exists() and not resolved.is_dir():
         raise UserError(f"{where}: exists and is not a directory")
     if resolved.is_dir():
-        try:
-            foreign = sorted(p.name for p in resolved.iterdir() if not _ours(p))
-        except OSError as err:
-            raise UserError(f"{where}: cannot read it: {describe(err)}") from None
-        if foreign:
-            raise UserError(f"{where}: holds files make_patch did not write ({foreign[0]}, ...); "
-                            "give an empty or new directory")
+        check_ours(resolved, where)
     parent = resolved.parent
     while not parent.exists():
         parent = parent.parent
-    if not os.access(parent, os.W_OK):
+    if not os.access(parent, os.W_OK) or (resolved.is_dir() and not os.access(resolved, os.W_OK)):
         raise UserError(f"{where}: not writable")
     return resolved
 
 
-def _ours(path: Path) -> bool:
-    """A regular file named like ours (a directory `series` is someone else's)."""
-    return OUR_FILE.match(path.name) is not None and path.is_file() and not path.is_symlink()
+def check_ours(out: Path, where: str) -> None:
+    """Refuse a directory holding anything but an unchanged series make_patch wrote."""
+    try:
+        names = sorted(p.name for p in out.iterdir())
+    except OSError as err:
+        raise UserError(f"{where}: cannot read it: {describe(err)}") from None
+    written = read_manifest(out)
+    foreign = [n for n in names if n != MANIFEST and n not in written]
+    if foreign or (names and not written):
+        first = (foreign or names)[0]
+        raise UserError(f"{where}: holds files make_patch did not write ({first}, ...); "
+                        "give an empty or new directory")
+    for name in names:
+        path = out / name
+        if name == MANIFEST:
+            continue
+        try:
+            changed = path.is_symlink() or not path.is_file() or digest(path.read_bytes()) != written[name]
+        except OSError as err:
+            raise UserError(f"{where}: cannot read {name}: {describe(err)}") from None
+        if changed:
+            raise UserError(f"{where}: {name} was changed since make_patch wrote it; "
+                            "keep your edits elsewhere or give another directory")
+
+
+def branch_ref(name: str) -> str:
+    return f"refs/heads/{name}"
 
 
 def check_branch_name(upstream: Upstream, name: str) -> None:
-    """Refuse, before anything is written, a name git would not create:
-    invalid, taken, or clashing as a path (`fix` exists, `fix/x` asked)."""
-    checked = run_git(upstream.path, "check-ref-format", "--branch", name)
-    if checked.returncode or checked.stdout.strip() != name:
+    """Refuse, before anything is written, a branch git would not create:
+    invalid, taken, clashing as a path (`fix` exists, `fix/x` asked), locked,
+    too long for the file system, or in a repository we cannot write."""
+    checked = upstream.checkout.git("check-ref-format", "--branch", name)
+    if checked.returncode or checked.stdout.strip() != as_git_text(name):
         raise UserError(f"--branch {name}: not a valid branch name")
-    ref = f"refs/heads/{name}"
-    refs = run_git(upstream.path, "for-each-ref", "--format=%(refname)", "refs/heads/")
+    ref = branch_ref(as_git_text(name))
+    refs = upstream.checkout.git("for-each-ref", "--format=%(refname)", "refs/heads/")
     if refs.returncode:
         raise UserError(f"--branch {name}: cannot list the branches: {one_line(refs.stderr)}")
     for existing in refs.stdout.splitlines():
@@ -273,23 +317,32 @@ def check_branch_name(upstream: Upstream, name: str) -> None:
         if existing.startswith(ref + "/") or ref.startswith(existing + "/"):
             raise UserError(f"--branch {name}: clashes with the existing branch "
                             f"{existing.removeprefix('refs/heads/')} (one cannot be a folder of the other)")
+    limit = os.pathconf(upstream.common_dir, "PC_NAME_MAX") - len(".lock")
+    if any(len(os.fsencode(part)) > limit for part in name.split("/")):
+        raise UserError(f"--branch {name[:40]}...: too long for the file system "
+                        f"(at most {limit} bytes between slashes)")
+    lock = upstream.common_dir / f"{ref}.lock"
+    if os.path.lexists(lock):
+        raise UserError(f"--branch {name}: {lock} exists: another git process is writing that ref, "
+                        "or one crashed (then remove the lock)")
+    for needed in (upstream.common_dir / "objects", upstream.common_dir / "refs" / "heads"):
+        if not os.access(needed, os.W_OK):
+            raise UserError(f"--branch {name}: cannot write into {needed}")
 
 
-def create_branch(upstream: Upstream, entries: list[Entry], name: str) -> str:
-    """Add the fixes as commits on a new branch `name` starting at HEAD. Only
-    the new ref (and its objects) is written into the user's repository; the
-    working tree, index and other refs are untouched. Returns the tip sha."""
-    check_branch_name(upstream, name)
-    with tempfile.TemporaryDirectory(prefix=".make_patch-") as tmp:
-        scratch = ScratchRepo(upstream, Path(tmp))
-        tip = scratch.commits(entries)[-1] if entries else upstream.head
-        scratch.git("update-ref", "refs/heads/make-patch-tip", tip)
-        # the objects only (no destination ref), then the branch, create-only:
-        # an existing branch is never moved, whatever appeared since the check
-        for args in (["fetch", "-q", "--no-tags", "--no-write-fetch-head", str(scratch.git_dir),
-                      "refs/heads/make-patch-tip"],
-                     ["update-ref", "-m", "make_patch", f"refs/heads/{name}", tip, ""]):
-            proc = run_git(upstream.path, *args)
-            if proc.returncode:
-                raise UserError(f"--branch {name}: git could not create it: {one_line(proc.stderr)}")
-    return tip
+def create_branch(upstream: Upstream, tip: str, name: str) -> None:
+    """Add the new branch `name` at `tip`: the new objects go into the checkout
+    as a pack piped to `git unpack-objects` (no fetch, no transport), then the
+    ref is created, create-only: an existing branch is never moved."""
+    pack = upstream.scratch.git("pack-objects", "--stdout", "--revs", "-q",
+                                input=f"{tip}\n^{upstream.head}\n", binary=True)
+    for args, data in ((["unpack-objects", "-q"], pack),
+                       (["update-ref", "-m", "make_patch", branch_ref(name), tip, ""], None)):
+        proc = upstream.checkout.git(*args, input=data)
+        if proc.returncode:
+            raise UserError(f"--branch {name}: git could not create it: {one_line(proc.stderr)}")
+
+
+def delete_branch(upstream: Upstream, tip: str, name: str) -> None:
+    """Undo create_branch (only while the branch is still at `tip`)."""
+    upstream.checkout.git("update-ref", "-d", branch_ref(name), tip)

@@ -3,20 +3,18 @@ revert`'s content when the checkout's history has that commit, so the patch
 is exactly the inverse of what landed (tests and all); otherwise the fix's
 tree transformation stands. Either way the outcome says which way it went.
 
-Everything happens in a ScratchRepo (temporary index and object store that
-borrows the checkout's objects): the checkout is never touched.
+Everything happens in the upstream's scratch repository (temporary index and
+object store that borrows the checkout's objects): the checkout is never touched.
 """
 from __future__ import annotations
 
 import dataclasses
-import tempfile
-from pathlib import Path
-
-import git
+import re
 
 from tools.fixlib.apply import FixOutcome, Status, apply_change
+from tools.fixlib.gitrun import GitError
 from tools.fixlib.model import UpstreamCommit
-from tools.fixlib.patches import ScratchRepo
+from tools.fixlib.patches import stage
 from tools.fixlib.upstream import Upstream
 
 
@@ -24,42 +22,63 @@ class RevertConflict(Exception):
     """The inverse of the commit does not apply to the current tree."""
 
 
+def resolved_trailer(commit: UpstreamCommit) -> re.Pattern:
+    """The "Pull Request resolved: <url>" line of exactly this PR: the whole
+    URL, so pull/1723409 is not taken for pull/172340."""
+    return re.compile(rf"^Pull Request resolved: {re.escape(commit.pull_request.rstrip('/'))}/?[ \t]*$", re.M)
+
+
 def find_in_history(upstream: Upstream, commit: UpstreamCommit) -> str | None:
-    """The full sha of `commit` if HEAD's history contains it."""
-    repo = upstream.repo
+    """The full id of `commit` if HEAD's history contains it."""
+    scratch = upstream.scratch
     if commit.sha:
-        try:
-            full = repo.git.rev_parse("--verify", "--quiet", f"{commit.sha}^{{commit}}")
-            repo.git.merge_base("--is-ancestor", full, upstream.head)
-            return full
-        except git.GitCommandError:
-            pass
-    found = repo.git.log("--format=%H", "-F", f"--grep=Pull Request resolved: {commit.pull_request}",
-                         upstream.head).split()
-    return found[0] if found else None
+        found = scratch.run("rev-parse", "--verify", "-q", f"{commit.sha}^{{commit}}").stdout.strip()
+        if found and scratch.run("merge-base", "--is-ancestor", found, upstream.head).returncode == 0:
+            return found
+    # candidates by a fixed-string search, then the whole trailer line checked here
+    listing = scratch.run("rev-list", "-F", f"--grep={commit.pull_request.rstrip('/')}",
+                          "--format=%H%x00%B%x00", upstream.head)
+    if listing.returncode:
+        return None
+    trailer = resolved_trailer(commit)
+    for record in listing.stdout.split("\x00\n"):
+        sha, _, message = record.partition("\x00")
+        sha = sha.rsplit("\n", 1)[-1].strip()  # after rev-list's "commit <sha>" line
+        if sha and trailer.search(message):
+            return sha
+    return None
 
 
-def inverse_onto(upstream: Upstream, sha: str, patched: dict[str, str | None]) -> dict[str, str | None]:
+def parent_of(upstream: Upstream, sha: str) -> str | None:
+    """The first parent of `sha`; None for a root commit or one at a shallow clone's boundary."""
+    parents = upstream.scratch.git("rev-list", "--parents", "-n", "1", sha).split()
+    return parents[1] if len(parents) > 1 else None
+
+
+def inverse_onto(upstream: Upstream, sha: str, parent: str,
+                 patched: dict[str, str | None]) -> dict[str, str | None]:
     """The files the inverse of commit `sha` changes, applied on HEAD plus the
     series' earlier changes (`patched`)."""
-    with tempfile.TemporaryDirectory(prefix=".make_patch-revert-") as tmp:
-        scratch = ScratchRepo(upstream, Path(tmp))
-        scratch.git("read-tree", upstream.head)
-        scratch.stage(upstream.head, patched)
-        paths = scratch.git("diff", "--name-only", "--no-renames", sha, f"{sha}^").split()
-        inverse = scratch.git("diff", "--full-index", "--no-renames", sha, f"{sha}^")
+    scratch = upstream.scratch
+    scratch.git("read-tree", upstream.head)
+    stage(scratch, upstream.head, patched)
+    diff = ["diff", "--no-ext-diff", "--no-textconv", "--no-renames", "--no-color"]
+    paths = scratch.git(*diff, "--name-only", "-z", sha, parent).split("\0")
+    inverse = scratch.git(*diff, "--full-index", "--binary", sha, parent, binary=True)
+    proc = scratch.run("apply", "--cached", "-", input=inverse)
+    if proc.returncode:
+        raise RevertConflict(proc.stderr.strip().splitlines()[0][:200] if proc.stderr.strip() else "git apply failed")
+    files: dict[str, str | None] = {}
+    for path in filter(None, paths):
+        entry = scratch.git("ls-files", "-s", "-z", "--", path).split()
+        if not entry:
+            files[path] = None
+            continue
         try:
-            scratch.git("apply", "--cached", "-", stdin=inverse)
-        except RuntimeError as err:
-            raise RevertConflict(str(err).splitlines()[0][:200]) from None
-        files: dict[str, str | None] = {}
-        for path in paths:
-            entry = scratch.git("ls-files", "-s", "--", path).split()
-            try:
-                files[path] = scratch.git("cat-file", "blob", entry[1]) if entry else None
-            except UnicodeDecodeError:
-                raise RevertConflict(f"{path} is not UTF-8 text") from None
-        return files
+            files[path] = scratch.git("cat-file", "blob", entry[1], binary=True).decode("utf-8")
+        except UnicodeDecodeError:
+            raise RevertConflict(f"{path} is not UTF-8 text") from None
+    return files
 
 
 def revert_through_git(upstream: Upstream, outcome: FixOutcome, patched: dict) -> FixOutcome:
@@ -71,9 +90,13 @@ def revert_through_git(upstream: Upstream, outcome: FixOutcome, patched: dict) -
     if sha is None:
         return dataclasses.replace(outcome, detail=f"tree transformation ({commit.pull_request} is not in "
                                                    f"this history): {outcome.detail}")
+    parent = parent_of(upstream, sha)
+    if parent is None:
+        return dataclasses.replace(outcome, detail=f"tree transformation ({sha[:12]} has no parent here: "
+                                                   f"a root commit or a shallow clone's boundary): {outcome.detail}")
     try:
-        files = inverse_onto(upstream, sha, patched)
-    except RevertConflict as err:
+        files = inverse_onto(upstream, sha, parent, patched)
+    except (RevertConflict, GitError) as err:
         return dataclasses.replace(outcome, detail=f"tree transformation (reverting {sha[:12]} conflicts: "
                                                    f"{err}): {outcome.detail}")
     for change in fix.changes:

@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 from tools.fixlib.apply import Status, apply_change
-from tools.fixlib.gitrun import NO_PROGRAMS
+from tools.fixlib.gitrun import Checkout, clean_env
 from tools.fixlib.model import Case, Fix
 
 
@@ -55,9 +55,12 @@ GIT_ID = {"GIT_AUTHOR_NAME": "Test", "GIT_AUTHOR_EMAIL": "test@example.com",
 
 
 def git(repo: Path, *args: str, check: bool = True) -> str:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-    env.update(GIT_ID, GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull)
-    return subprocess.run(["git", "-C", str(repo), *NO_PROGRAMS, *args], check=check, capture_output=True,
+    """git for setting up and inspecting test repositories: the same hardened
+    environment as make_patch's (a hostile test checkout runs nothing here
+    either), but local clones allowed and a fixed identity."""
+    env = clean_env(GIT_ALLOW_PROTOCOL="file", GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull,
+                    GIT_LITERAL_PATHSPECS="0", **GIT_ID)
+    return subprocess.run(["git", "-C", str(repo), *args], check=check, capture_output=True,
                           text=True, env=env).stdout
 
 
@@ -81,7 +84,7 @@ def snapshot(repo: Path) -> dict[str, str]:
             "head_commit": git(repo, "rev-parse", "-q", "--verify", "HEAD^{commit}", check=False),
             "refs": git(repo, "for-each-ref"),
             "index": git(repo, "ls-files", "-s"),
-            "status": git(repo, "status", "--porcelain", "--ignored"),
+            "status": Checkout(repo).git("status", "--porcelain", "--ignored").stdout,
             "files": "\n".join(f"{f.relative_to(repo)}:{f.read_bytes().hex()}" for f in files)}
 
 

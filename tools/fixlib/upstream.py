@@ -8,17 +8,17 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-import git
-
 from tools.fixlib.errors import UserError
-from tools.fixlib.gitrun import clean_env, one_line, run_git
+from tools.fixlib.gitrun import Checkout, GitError, clean_env, one_line, run_git
+from tools.fixlib.scratch import ScratchRepo
 from tools.fixlib.projects import PROJECTS, Project, by_dist
 from tools.fixlib.apply import Unreadable
 
@@ -33,14 +33,21 @@ SCRATCH_ENV = {
 }
 
 
+DEFAULT_MAX_TARGET_MIB = 4  # ten times the largest target in the catalogue (~400 KB)
+
+
 @dataclass
 class Upstream:
     spec: str  # as the user gave it
-    path: Path  # the git repository's top level
-    repo: git.Repo
-    head: str  # full commit sha that everything is read from
-    project: Project
-    label: str  # for people: "pip:torch==2.13.0" or "/src/pytorch @ 1a2b3c4d (main)"
+    path: Path  # the repository's top level
+    checkout: Checkout  # git runs in it only through here
+    common_dir: Path  # where its objects and refs live
+    head: str  # full commit id that everything is read from
+    object_format: str  # sha1 or sha256
+    project: Project | None = None
+    label: str = ""  # for people: "pip:torch==2.13.0" or "/src/pytorch @ 1a2b3c4d (main)"
+    max_target_bytes: int = DEFAULT_MAX_TARGET_MIB << 20
+    _scratch: ScratchRepo | None = field(default=None, repr=False)
 
     @property
     def missing_file_hint(self) -> str:
@@ -50,17 +57,42 @@ class Upstream:
                     f"sources); pass --upstream <{self.project.name} git checkout>")
         return f"not at HEAD {self.head[:12]}"
 
+    @property
+    def scratch(self) -> ScratchRepo:
+        """A scratch repository over this upstream's objects (made once per run)."""
+        if self._scratch is None:
+            self._scratch = ScratchRepo(self.common_dir / "objects", self.object_format,
+                                        self.common_dir / "shallow")
+        return self._scratch
+
+    def entries(self, *paths: str) -> dict[str, tuple[str, str, str, str]]:
+        """path -> (mode, type, object id, size) at HEAD, for those that exist."""
+        out = self.scratch.git("ls-tree", "-l", "-z", self.head, "--", *paths)
+        found = {}
+        for record in filter(None, out.split("\0")):
+            info, path = record.split("\t", 1)
+            found[path] = tuple(info.split())
+        return found
+
     def read(self, path: str) -> bytes | None:
         """The file's bytes at HEAD, or None when HEAD has no such file."""
-        try:
-            entry = self.repo.commit(self.head).tree[path]
-        except KeyError:
+        entry = self.entries(path).get(path)
+        if entry is None:
             return None
-        if entry.type != "blob":
+        mode, kind, oid, size = entry
+        if kind != "blob":
             raise Unreadable(f"{path} is a directory at HEAD")
-        if entry.mode == SYMLINK_MODE:
+        if int(mode, 8) == SYMLINK_MODE:
             raise Unreadable(f"{path} is a symlink at HEAD; patch the file it points to")
-        return entry.data_stream.read()
+        if not size.isdigit():  # "BAD": git has the tree entry but not the blob
+            raise UserError(f"--upstream {self.spec}: {path} at HEAD is not in this clone (a partial or "
+                            f"damaged clone); fetch it with `git -C {self.path} cat-file -e HEAD:{path}`, "
+                            "then rerun")
+        if int(size) > self.max_target_bytes:
+            raise UserError(f"--upstream {self.spec}: {path} is {int(size) / (1 << 20):.1f} MiB at HEAD, "
+                            f"above the {self.max_target_bytes / (1 << 20):g} MiB limit for a target; "
+                            "raise it with --max-target-size MIB")
+        return self.scratch.git("cat-file", "blob", oid, binary=True)
 
 
 def cache_dir() -> Path:
@@ -72,15 +104,14 @@ def open_upstream(spec: str) -> Upstream:
         raise UserError("--upstream is empty; give a git checkout, pip:NAME==VERSION or 'default'")
     try:
         return _open_wheel(spec) if spec.startswith("pip:") else _open_checkout(spec)
-    except (OSError, git.GitCommandError) as err:  # unreadable directories, git failing
+    except GitError as err:
+        raise UserError(f"--upstream {spec}: {err}") from None
+    except OSError as err:  # unreadable directories
         raise UserError(f"--upstream {spec}: cannot open it: {describe(err)}") from None
 
 
 def describe(err: Exception) -> str:
-    """An OSError or GitCommandError as one line, without GitPython's framing."""
-    if isinstance(err, git.GitCommandError):
-        text = str(err.stderr or "").strip().removeprefix("stderr:").strip().strip("'")
-        return one_line(text) or f"git exited with {err.status}"
+    """An OSError as one line."""
     if isinstance(err, OSError) and err.strerror:
         return f"{err.strerror}: {err.filename}" if err.filename else err.strerror
     return one_line(str(err))
@@ -95,40 +126,59 @@ def _open_checkout(spec: str) -> Upstream:
         raise UserError(f"--upstream {spec}: no such file or directory")
     if not path.is_dir():
         raise UserError(f"--upstream {spec}: not a directory")
-    try:
-        repo = git.Repo(path, search_parent_directories=True)
-    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
-        raise UserError(f"--upstream {spec}: not a git repository") from None
-    if repo.bare:
+    upstream = open_repository(path.resolve(), spec)
+    check_clean(upstream.checkout, spec)
+    upstream.project = detect_project(upstream, spec)
+    branch = upstream.checkout.git("symbolic-ref", "-q", "--short", "HEAD").stdout.strip()
+    upstream.label = f"{spec} @ {upstream.head[:12]} ({branch or 'detached HEAD'})"
+    return upstream
+
+
+def open_repository(path: Path, spec: str) -> Upstream:
+    """The git checkout whose top level is `path`, read at HEAD."""
+    checkout = Checkout(path)
+    proc = checkout.git("rev-parse", "--path-format=absolute", "--is-bare-repository", "--is-inside-git-dir",
+                        "--git-common-dir", "--show-object-format")
+    if proc.returncode:
+        error = one_line(proc.stderr)
+        if "not a git repository" in error:
+            raise UserError(f"--upstream {spec}: not a git repository")
+        raise UserError(f"--upstream {spec}: git cannot open it: {error}")
+    bare, in_git_dir, common_dir, object_format = proc.stdout.split("\n")[:4]
+    if bare == "true":
         raise UserError(f"--upstream {spec}: is a bare repository; give a checkout")
-    if repo.working_tree_dir and Path(repo.working_tree_dir).resolve() != path.resolve():
-        raise UserError(f"--upstream {spec}: not the top level of its repository "
-                        f"({repo.working_tree_dir})")
-    head = head_commit(path, spec)
-    check_clean(path, spec)
-    project = detect_project(repo, head, spec)
-    where = "detached HEAD" if repo.head.is_detached else repo.active_branch.name
-    return Upstream(spec, path.resolve(), repo, head, project, f"{spec} @ {head[:12]} ({where})")
+    if in_git_dir == "true":
+        raise UserError(f"--upstream {spec}: is a .git directory; give the checkout it belongs to")
+    top = checkout.git("rev-parse", "--path-format=absolute", "--show-toplevel")
+    if top.returncode:
+        raise UserError(f"--upstream {spec}: git cannot open it: {one_line(top.stderr)}")
+    top_level = Path(top.stdout.strip())
+    if top_level.resolve() != path:
+        raise UserError(f"--upstream {spec}: not the top level of its repository ({top_level})")
+    head = head_commit(checkout, spec)
+    return Upstream(spec, path, checkout, Path(common_dir), head, object_format)
 
 
-def head_commit(path: Path, spec: str) -> str:
-    """HEAD's full sha. An unborn branch (no commits yet) is told apart from
+def head_commit(checkout: Checkout, spec: str) -> str:
+    """HEAD's full id. An unborn branch (no commits yet) is told apart from
     git refusing the repository (dubious ownership, corruption)."""
-    proc = run_git(path, "rev-list", "--max-count=1", "HEAD", "--")  # errors say why ("bad object")
+    proc = checkout.git("rev-parse", "--verify", "-q", "HEAD^{commit}")
     if proc.returncode == 0:
         return proc.stdout.strip()
-    branch = run_git(path, "symbolic-ref", "-q", "HEAD").stdout.strip()
-    if branch and run_git(path, "show-ref", "--verify", "-q", branch).returncode == 1:
+    branch = checkout.git("symbolic-ref", "-q", "HEAD").stdout.strip()
+    if branch and checkout.git("show-ref", "--verify", "-q", branch).returncode == 1:
         raise UserError(f"--upstream {spec}: the repository has no commits "
                         f"(branch {branch.removeprefix('refs/heads/')} is unborn)")
-    raise UserError(f"--upstream {spec}: git cannot read HEAD: {one_line(proc.stderr)}")
+    named = checkout.git("rev-parse", "-q", "--verify", "HEAD").stdout.strip()
+    why = f"fatal: bad object HEAD ({named})" if named else one_line(
+        checkout.git("rev-parse", "--verify", "HEAD^{commit}").stderr)
+    raise UserError(f"--upstream {spec}: git cannot read HEAD: {why}")
 
 
-def check_clean(path: Path, spec: str) -> None:
-    """Refuse uncommitted changes to tracked files. --no-optional-locks: git
-    must not refresh (rewrite) the user's index while looking."""
-    proc = run_git(path, "--no-optional-locks", "status", "--porcelain", "--untracked-files=no",
-                   "--ignore-submodules=all")
+def check_clean(checkout: Checkout, spec: str) -> None:
+    """Refuse uncommitted changes to tracked files (git status, with every
+    filter program switched off and optional locks off: the index is not rewritten)."""
+    proc = checkout.git("status", "--porcelain", "--untracked-files=no", "--ignore-submodules=all")
     if proc.returncode:
         raise UserError(f"--upstream {spec}: git status failed: {one_line(proc.stderr)}")
     if proc.stdout.strip():
@@ -136,15 +186,12 @@ def check_clean(path: Path, spec: str) -> None:
                         "commit or stash them (make_patch works from HEAD)")
 
 
-def detect_project(repo: git.Repo, head: str, spec: str) -> Project:
-    tree = repo.commit(head).tree
+def detect_project(upstream: Upstream, spec: str) -> Project:
+    markers = [m for p in PROJECTS.values() for m in p.markers]
+    present = upstream.entries(*markers)
     for project in PROJECTS.values():
-        for marker in project.markers:
-            try:
-                tree[marker]
-                return project
-            except KeyError:
-                continue
+        if any(m in present for m in project.markers):
+            return project
     known = ", ".join(PROJECTS)
     raise UserError(f"--upstream {spec}: not a known upstream ({known}); "
                     "none of their marker files is at HEAD")
@@ -160,8 +207,28 @@ def _open_wheel(spec: str) -> Upstream:
         known = ", ".join(p.dist for p in PROJECTS.values() if p.dist)
         raise UserError(f"--upstream {spec}: {dist} is not an upstream of any fix ({known})")
     path = materialise_wheel(project, version)
-    repo = git.Repo(path)
-    return Upstream(spec, path, repo, repo.head.commit.hexsha, project, spec)
+    upstream = cached_wheel_repository(path, spec)
+    if upstream is None:  # a damaged cache entry: built again
+        shutil.rmtree(path, ignore_errors=True)
+        upstream = cached_wheel_repository(materialise_wheel(project, version), spec)
+        if upstream is None:
+            raise UserError(f"--upstream {spec}: the scratch repository built from the wheel is unreadable")
+    upstream.project, upstream.label = project, spec
+    return upstream
+
+
+def cached_wheel_repository(path: Path, spec: str) -> Upstream | None:
+    """The materialised wheel at `path`, or None when the cache entry is damaged
+    (git cannot open it, or any of its objects is missing or unreadable)."""
+    try:
+        upstream = open_repository(path, spec)
+    except UserError:
+        return None
+    listing = upstream.scratch.run("ls-tree", "-r", "-l", "-z", upstream.head)
+    records = [r.split("\t", 1)[0].split() for r in listing.stdout.split("\0") if r]
+    if listing.returncode or not records or any(not size.isdigit() for *_, size in records):
+        return None
+    return upstream
 
 
 def materialise_wheel(project: Project, version: str) -> Path:

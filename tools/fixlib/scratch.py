@@ -1,0 +1,102 @@
+"""Scratch space: one temporary directory per run, and scratch repositories.
+
+The run's directory (in $TMPDIR, `make_patch-<pid>-<random>`, holding a
+marker file) is removed at exit, on Ctrl-C and on SIGTERM/SIGHUP; the next run
+removes those a SIGKILLed run left (its marker names a dead process).
+
+A ScratchRepo is a bare repository of ours whose object store falls back on
+a checkout's (alternates): it reads the checkout's objects under our config
+only (no filters, no promisor remote, no hooks of the checkout), and new
+objects land in it, never in the checkout.
+"""
+from __future__ import annotations
+
+import atexit
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+from tools.fixlib.gitrun import GitError, clean_env, one_line, run_git
+
+MARKER = ".make_patch-scratch"
+RUN_DIR = re.compile(r"make_patch-(?P<pid>\d+)-\w+")
+_run_dir: Path | None = None
+
+
+def run_dir() -> Path:
+    """This run's scratch directory, made on first use."""
+    global _run_dir
+    if _run_dir is None:
+        sweep_dead_runs()
+        _run_dir = Path(tempfile.mkdtemp(prefix=f"make_patch-{os.getpid()}-"))
+        (_run_dir / MARKER).write_text(f"{os.getpid()}\n")
+        atexit.register(remove_run_dir)
+    return _run_dir
+
+
+def remove_run_dir() -> None:
+    global _run_dir
+    if _run_dir is not None:
+        shutil.rmtree(_run_dir, ignore_errors=True)
+        _run_dir = None
+
+
+def pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, OverflowError):
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True
+
+
+def sweep_dead_runs() -> None:
+    """Remove the scratch directories of runs that were SIGKILLed: ours (same
+    owner), carrying the marker, of a process that no longer exists."""
+    root = Path(tempfile.gettempdir())
+    try:
+        entries = list(root.iterdir())
+    except OSError:
+        return
+    for path in entries:
+        match = RUN_DIR.fullmatch(path.name)
+        try:
+            if (not match or path.is_symlink() or not path.is_dir() or path.stat().st_uid != os.getuid()
+                    or not (path / MARKER).is_file() or pid_alive(int(match["pid"]))):
+                continue
+        except OSError:
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+
+
+class ScratchRepo:
+    """A temporary bare repository borrowing `objects` (a checkout's object
+    store): reads see the checkout's objects, writes stay here."""
+
+    def __init__(self, objects: Path, object_format: str = "sha1", shallow: Path | None = None):
+        root = Path(tempfile.mkdtemp(prefix="repo-", dir=run_dir()))
+        self.git_dir = root / "scratch.git"
+        self._env = clean_env(GIT_DIR=str(self.git_dir), GIT_INDEX_FILE=str(root / "index"),
+                              GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull)
+        self.git("init", "-q", "--bare", f"--object-format={object_format}", str(self.git_dir))
+        # bytes: the path as the file system has it, whatever the locale
+        (self.git_dir / "objects" / "info" / "alternates").write_bytes(os.fsencode(objects.resolve()) + b"\n")
+        if shallow is not None and shallow.is_file():  # a shallow clone's boundary: its commits have no parents
+            shutil.copyfile(shallow, self.git_dir / "shallow")
+
+    def run(self, *args: str, input: bytes | str | None = None, env: dict | None = None,
+            binary: bool = False):
+        return run_git(None, *args, env={**self._env, **(env or {})}, input=input, binary=binary)
+
+    def git(self, *args: str, input: bytes | str | None = None, env: dict | None = None,
+            binary: bool = False):
+        """stdout of a git command that must succeed (GitError otherwise)."""
+        proc = self.run(*args, input=input, env=env, binary=binary)
+        if proc.returncode:
+            raise GitError(f"git {args[0]} failed: {one_line(proc.stderr)}")
+        return proc.stdout
