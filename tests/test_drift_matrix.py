@@ -1,6 +1,6 @@
 """The drift matrix over published wheels (tags network, slow): make_patch is
 right on every version of the documented range, and the table says how the
-static patch fares beside it."""
+static patch fares beside it. Bad input is refused before any download."""
 import os
 import subprocess
 import sys
@@ -9,25 +9,72 @@ import pytest
 
 from tools.fixlib.registry import REPO_ROOT
 
-pytestmark = pytest.mark.skipif(os.environ.get("FIXMONO_NETWORK") != "1", reason="downloads wheels (tag: network)")
+network = pytest.mark.skipif(os.environ.get("FIXMONO_NETWORK") != "1", reason="downloads wheels (tag: network)")
+TE_FIX = "te-rocm-unfused-bias-grad-fp32-wgrad"
 
 
-def run(*args):
-    return subprocess.run([sys.executable, str(REPO_ROOT / "tools" / "drift_matrix"), *args],
-                          capture_output=True, text=True)
+def run(*args, env=None):
+    return subprocess.run([sys.executable, str(REPO_ROOT / "tools" / "drift_matrix"), *map(str, args)],
+                          capture_output=True, text=True, env=env, timeout=600)
 
 
+@network
 def test_te_range_is_all_applied_and_static_patch_rate_is_reported():
-    proc = run("--fix", "te-rocm-unfused-bias-grad-fp32-wgrad")
+    proc = run("--fix", TE_FIX)
     assert proc.returncode == 0, proc.stderr
     last = proc.stdout.strip().splitlines()[-1]
     assert last.startswith("make_patch: 24/24 fix-versions handled correctly (24 applied")
     assert "| 2.1.0 | applied |" in proc.stdout and "| 2.20.2 | applied | applies |" in proc.stdout
 
 
-def test_transformers_sample_and_bad_input():
-    proc = run("--fix", "transformers-pin-moe-routing", "--versions", "transformers=5.2.0,5.23.0")
+@network
+def test_transformers_sample_written_to_out(tmp_path):
+    report = tmp_path / "report.md"
+    proc = run("--fix", "transformers-pin-moe-routing", "--versions", "transformers=5.2.0,5.23.0", "--out", report)
     assert proc.returncode == 0, proc.stderr
     assert "| 5.23.0 | applied | applies |" in proc.stdout
-    bad = run("--versions", "nosuch=1.0")
-    assert bad.returncode == 2 and bad.stderr.startswith("drift_matrix: error:")
+    assert report.read_text() == proc.stdout and sorted(tmp_path.iterdir()) == [report]
+
+
+def case(id: str, *args: str, message: str):
+    return pytest.param(args, message, id=id)
+
+
+# Each case: its arguments (OUT: a report path in the test's folder, TMP: that
+# folder) and what the one error line says.
+BAD_INPUT = [
+    case("out-is-a-dir", "--out", "TMP", message="is a directory"),
+    case("out-in-proc", "--out", "/proc/x/report.md", message="--out /proc/x/report.md: no folder /proc/x"),
+    case("out-not-a-regular-file", "--out", "/dev/null", message="--out /dev/null is not a regular file"),
+    case("versions-empty-list", "--versions", "transformer-engine=", "--out", "OUT",
+         message="--versions 'transformer-engine=': empty version in the list"),
+    case("versions-empty-items", "--versions", "pytorch=,,", "--out", "OUT",
+         message="--versions 'pytorch=,,': empty version in the list"),
+    case("versions-project-not-in-wheels", "--versions", "xla=1.0", "--out", "OUT",
+         message="xla fixes do not ship in wheels"),
+    case("versions-project-not-selected", "--fix", TE_FIX, "--versions", "transformers=5.2.0", "--out", "OUT",
+         message="none of the selected fixes targets transformers"),
+    case("versions-unknown-project", "--versions", "nosuch=1.0", "--out", "OUT", message="unknown project 'nosuch'"),
+    case("versions-malformed", "--versions", "x", "--out", "OUT", message="--versions 'x': expected PROJECT=V1,V2"),
+    case("versions-not-a-version", "--versions", "pytorch=foo", "--out", "OUT", message="'foo' is not a version"),
+    case("versions-twice", "--versions", "pytorch=2.13.0", "--versions", "pytorch=2.12.0", "--out", "OUT",
+         message="pytorch given twice"),
+    case("versions-no-value", "--out", "OUT", "--versions", message="argument --versions: expected one argument"),
+    case("fix-unknown", "--fix", "nope", "--fix", TE_FIX, "--fix", "nope2", "--out", "OUT",
+         message="unknown fix id(s): nope, nope2 (known: "),
+    case("fix-not-in-wheels", "--fix", "xla-rocm-miopen-global-mutex", "--out", "OUT",
+         message="--fix xla-rocm-miopen-global-mutex: its targets do not ship in wheels"),
+    case("unknown-option", "--bogus", message="unrecognized arguments: --bogus"),
+]
+
+
+@pytest.mark.parametrize("args, message", BAD_INPUT)
+def test_bad_input_is_one_line_before_any_download(tmp_path, args, message):
+    paths = {"OUT": tmp_path / "report.md", "TMP": tmp_path}
+    offline = {**os.environ, "PIP_NO_INDEX": "1", "PIP_INDEX_URL": "http://127.0.0.1:9/"}  # a download fails
+    proc = run(*(paths.get(a, a) for a in args), env=offline)
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith("drift_matrix: error: ") and message in line, line
+    assert "Traceback" not in proc.stderr and proc.stdout == ""
+    assert list(tmp_path.iterdir()) == []  # no report, no partial one

@@ -2,11 +2,14 @@
 import base64
 import csv
 import hashlib
+import os
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
+from types import SimpleNamespace
 
+import pytest
 import transformers
 
 from tools.fixlib.registry import REPO_ROOT
@@ -15,16 +18,17 @@ from tools.fixlib.testing import make_repo
 
 TE_GEMM = REPO_ROOT / "fixes/transformer_engine/rocm_unfused_bgrad/fixtures/gemm_rocm.py"
 GEMM_PATH = "transformer_engine/pytorch/cpp_extensions/gemm.py"
+TE_FILES = {"transformer_engine/__init__.py": "", GEMM_PATH: TE_GEMM.read_text()}
 
 
-def build_wheel(path: Path, name: str, version: str, files: dict[str, str]) -> Path:
+def build_wheel(path: Path, name: str, version: str, files: dict[str, str], wheel_version: str = "1.0") -> Path:
     info = f"{name}-{version}.dist-info"
     wheel = path / f"{name}-{version}-py3-none-any.whl"
     with zipfile.ZipFile(wheel, "w") as zf:
         for arcname, text in files.items():
             zf.writestr(arcname, text)
         zf.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
-        zf.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        zf.writestr(f"{info}/WHEEL", f"Wheel-Version: {wheel_version}\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
         zf.writestr(f"{info}/RECORD", "")
     return wheel
 
@@ -47,15 +51,21 @@ def check_record(wheel: Path):
             assert digest == f"sha256={expected}" and int(size) == len(data), name
 
 
-def test_te_series_into_a_te_shaped_wheel(tmp_path):
-    files = {"transformer_engine/__init__.py": "", GEMM_PATH: TE_GEMM.read_text()}
-    repo = make_repo(tmp_path / "te", files)
-    assert make_patch("--all", "--upstream", str(repo), "--out", str(tmp_path / "series")).returncode == 0
-    wheel = build_wheel(tmp_path, "transformer_engine", "9.9.0", files)
-    proc = run(wheel, tmp_path / "series", "--out", tmp_path / "out")
+@pytest.fixture(scope="module")
+def te_series(tmp_path_factory) -> Path:
+    """The series make_patch writes for a TE-shaped checkout (read-only in the tests)."""
+    tmp = tmp_path_factory.mktemp("te")
+    repo = make_repo(tmp / "te", TE_FILES)
+    assert make_patch("--all", "--upstream", str(repo), "--out", str(tmp / "series")).returncode == 0
+    return tmp / "series"
+
+
+def test_te_series_into_a_te_shaped_wheel(tmp_path, te_series):
+    wheel = build_wheel(tmp_path, "transformer_engine", "9.9.0", TE_FILES)
+    proc = run(wheel, te_series, "--out", tmp_path / "out")
     assert proc.returncode == 0, proc.stderr
     assert "verified: te-rocm-unfused-bias-grad-fp32-wgrad: " + GEMM_PATH + " has the fix" in proc.stdout
-    (new,) = (tmp_path / "out").glob("*.whl")
+    (new,) = (tmp_path / "out").iterdir()  # nothing else: no staging folder left
     assert new.name == "transformer_engine-9.9.0+fixmono-py3-none-any.whl"
     check_record(new)
     with zipfile.ZipFile(new) as zf:
@@ -77,14 +87,85 @@ def test_transformers_series_strips_src_for_the_wheel(tmp_path):
     assert f"transformers-{transformers.__version__}+ours1-" in new.name
 
 
-def test_compiled_fixes_and_bad_input_are_refused(tmp_path):
-    series = tmp_path / "xla"
-    series.mkdir()
-    (series / "series").write_text("0001-x.patch\n")
-    (series / "0001-x.patch").write_text("Subject: x\n\nFix-Id: xla-rocm-miopen-global-mutex\n")
-    wheel = build_wheel(tmp_path, "transformer_engine", "1.0", {"transformer_engine/__init__.py": ""})
-    for args, message in (((wheel, series), "refusing fixes that change compiled code"),
-                          ((tmp_path / "nope.whl", series), "not a wheel file"),
-                          ((wheel, tmp_path), "no `series` file")):
-        proc = run(*args)
-        assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+def series_dir(path: Path, text: str, patches: dict[str, str] = {}) -> Path:
+    path.mkdir()
+    (path / "series").write_text(text)
+    for name, body in patches.items():
+        (path / name).write_text(body)
+    return path
+
+
+def a_file(path: Path, data: bytes = b"keep") -> Path:
+    path.write_bytes(data)
+    return path
+
+
+def a_dir(path: Path) -> Path:
+    path.mkdir()
+    return path
+
+
+TE_1_0 = "transformer_engine-1.0-py3-none-any.whl"
+XLA_PATCH = {"0001-x.patch": "Subject: x\n\nFix-Id: xla-rocm-miopen-global-mutex\n"}
+ROOT_READS_ALL = pytest.mark.skipif(os.geteuid() == 0, reason="root reads any file")
+
+
+def case(id: str, make_args, message: str, marks=()):
+    return pytest.param(make_args, message, id=id, marks=marks)
+
+
+# Each case: its arguments, made in the test's folder t.tmp from a good TE wheel
+# (t.wheel), the TE series (t.series) and an --out folder that does not exist
+# yet (t.out); and what the one error line says.
+BAD_INPUT = [
+    case("out-in-proc", lambda t: [t.wheel, t.series, "--out", "/proc/x"], "--out /proc/x cannot be created"),
+    case("out-is-a-file", lambda t: [t.wheel, t.series, "--out", a_file(t.tmp / "f")], "exists and is not a directory"),
+    case("out-under-a-file", lambda t: [t.wheel, t.series, "--out", a_file(t.tmp / "f") / "out"],
+         "cannot be created: Not a directory"),
+    case("suffix-traversal", lambda t: [t.wheel, t.series, "--out", t.out, "--suffix", "../../x"],
+         "--suffix '../../x' is not a local version label"),
+    case("suffix-empty", lambda t: [t.wheel, t.series, "--out", t.out, "--suffix", ""],
+         "--suffix '' is not a local version label"),
+    case("suffix-space", lambda t: [t.wheel, t.series, "--out", t.out, "--suffix", "a b"],
+         "--suffix 'a b' is not a local version label"),
+    case("suffix-double-dot", lambda t: [t.wheel, t.series, "--out", t.out, "--suffix", "a..b"],
+         "--suffix 'a..b' is not a local version label"),
+    case("series-empty", lambda t: [t.wheel, series_dir(t.tmp / "s", "\n"), "--out", t.out], "names no patches"),
+    case("series-file-missing", lambda t: [t.wheel, t.tmp, "--out", t.out], "no `series` file"),
+    case("series-names-missing-patch", lambda t: [t.wheel, series_dir(t.tmp / "s", "0001-x.patch\n"), "--out", t.out],
+         "names 0001-x.patch, which is missing"),
+    case("series-of-compiled-fix", lambda t: [t.wheel, series_dir(t.tmp / "s", "0001-x.patch\n", XLA_PATCH),
+                                              "--out", t.out], "refusing fixes that change compiled code"),
+    case("wheel-missing", lambda t: [t.tmp / TE_1_0, t.series, "--out", t.out], "no such file"),
+    case("wheel-unreadable", lambda t: [t.wheel.chmod(0) or t.wheel, t.series, "--out", t.out],
+         "Permission denied", marks=ROOT_READS_ALL),
+    case("wheel-is-a-dir", lambda t: [a_dir(t.tmp / TE_1_0), t.series, "--out", t.out], "not a wheel file"),
+    case("wheel-not-a-zip", lambda t: [a_file(t.tmp / TE_1_0), t.series, "--out", t.out],
+         "not a valid wheel (zip) file"),
+    case("wheel-of-another-project", lambda t: [build_wheel(t.tmp, "numpy", "1.0", {"numpy/__init__.py": ""}),
+                                                t.series, "--out", t.out], "numpy is not an upstream of any fix"),
+    # past the checks: an existing --out is left as it was, a created one removed
+    case("patch-does-not-apply", lambda t: [build_wheel(t.tmp, "transformer_engine", "1.0", {GEMM_PATH: "x = 1\n"}),
+                                            t.series, "--out", a_dir(t.out)], "does not apply"),
+    case("wheel-does-not-install", lambda t: [build_wheel(t.tmp, "transformer_engine", "1.0", TE_FILES, "99.0"),
+                                              t.series, "--out", t.out / "a" / "b"], "does not install"),
+    case("no-arguments", lambda t: [], "the following arguments are required: wheel, series"),
+]
+
+
+def tree(path: Path) -> dict:
+    return {p: p.is_file() and (p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(path.rglob("*"))}
+
+
+@pytest.mark.parametrize("make_args, message", BAD_INPUT)
+def test_bad_input_is_one_line_and_writes_nothing(tmp_path, te_series, make_args, message):
+    t = SimpleNamespace(tmp=tmp_path, series=te_series, out=tmp_path / "out",
+                        wheel=build_wheel(a_dir(tmp_path / "wheels"), "transformer_engine", "9.9.0", TE_FILES))
+    args = make_args(t)
+    before = tree(tmp_path)
+    proc = run(*args)
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith("patch_wheel: error: ") and message in line, line
+    assert "Traceback" not in proc.stderr and proc.stdout == ""
+    assert tree(tmp_path) == before  # no wheel, no staging folder, no created --out

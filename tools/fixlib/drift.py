@@ -10,13 +10,15 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
 from tools.fixlib.apply import Status, Unreadable, apply_fix
 from tools.fixlib.errors import UserError
+from tools.fixlib.gitrun import run_git
 from tools.fixlib.model import Fix
 from tools.fixlib.projects import PROJECTS
 from tools.fixlib.upstream import open_upstream
@@ -64,7 +66,7 @@ def cell(fix: Fix, version: str, patches: Path) -> Cell:
     if patch is None:
         static = "n/a"
     else:
-        proc = subprocess.run(["git", "apply", "--check", str(patch)], cwd=upstream.path, capture_output=True)
+        proc = run_git(upstream.path, "apply", "--check", str(patch.resolve()))
         static = "applies" if proc.returncode == 0 else "fails"
     return Cell(version, status, detail, static)
 
@@ -72,6 +74,73 @@ def cell(fix: Fix, version: str, patches: Path) -> Cell:
 def python_fixes(fixes: list[Fix]) -> list[Fix]:
     return [f for f in fixes if all(c.transform.engine == "python" for c in f.changes)
             and PROJECTS[f.upstream].dist]
+
+
+def chosen_fixes(ids: list[str] | None, fixes: list[Fix]) -> list[Fix]:
+    """The --fix selection (all when none), restricted to fixes whose targets ship in wheels."""
+    if unknown := sorted(set(ids or ()) - {f.id for f in fixes}):
+        raise UserError(f"unknown fix id(s): {', '.join(unknown)} (known: {', '.join(f.id for f in fixes)})")
+    selected = [f for f in fixes if not ids or f.id in ids]
+    if not python_fixes(selected):
+        raise UserError(f"--fix {', '.join(f.id for f in selected)}: its targets do not ship in wheels")
+    return python_fixes(selected)
+
+
+def parse_versions(specs: list[str], fixes: list[Fix]) -> dict[str, list[str]]:
+    """--versions PROJECT=V1,V2 (repeatable), checked before anything is downloaded."""
+    targeted = {f.upstream for f in fixes}
+    out = {}
+    for spec in specs:
+        project, sep, listed = spec.partition("=")
+        if not sep:
+            raise UserError(f"--versions {spec!r}: expected PROJECT=V1,V2")
+        if project not in PROJECTS:
+            raise UserError(f"--versions {spec!r}: unknown project {project!r} (known: {', '.join(PROJECTS)})")
+        if project not in RANGES:
+            raise UserError(f"--versions {spec!r}: {project} fixes do not ship in wheels, there is nothing to check")
+        if project not in targeted:
+            raise UserError(f"--versions {spec!r}: none of the selected fixes targets {project}")
+        if project in out:
+            raise UserError(f"--versions {spec!r}: {project} given twice")
+        versions = [v.strip() for v in listed.split(",")]
+        if not all(versions):
+            raise UserError(f"--versions {spec!r}: empty version in the list")
+        for v in versions:
+            try:
+                Version(v)
+            except InvalidVersion:
+                raise UserError(f"--versions {spec!r}: {v!r} is not a version") from None
+        out[project] = versions
+    return out
+
+
+def check_report_path(path: Path) -> None:
+    """--out, checked before the (minutes-long) run: a file in a writable folder."""
+    path = path.resolve()  # a symlink: its target is the report
+    if path.is_dir():
+        raise UserError(f"--out {path} is a directory")
+    if path.exists() and not path.is_file():
+        raise UserError(f"--out {path} is not a regular file")
+    if not path.parent.is_dir():
+        raise UserError(f"--out {path}: no folder {path.parent}")
+    try:
+        with tempfile.TemporaryFile(dir=path.parent):
+            pass
+    except OSError as err:
+        raise UserError(f"--out {path}: cannot write in {path.parent}: {err.strerror}") from None
+
+
+def write_report(path: Path, text: str) -> None:
+    """Written beside it, then renamed: the report is whole or not there."""
+    path = path.resolve()
+    partial = path.with_name(path.name + ".partial")
+    try:
+        partial.write_text(text, encoding="utf-8")
+        partial.replace(path)
+    except OSError as err:
+        raise UserError(f"--out {path}: cannot write the report: {err.strerror}") from None
+    finally:
+        partial.unlink(missing_ok=True)
 
 
 def matrix(fixes: list[Fix], versions: dict[str, list[str]], patches: Path, progress=lambda m: None) -> dict:

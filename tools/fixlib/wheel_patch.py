@@ -14,21 +14,26 @@ import hashlib
 import io
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
 import zipfile
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+
+from packaging.version import InvalidVersion, Version
 
 from tools.fixlib.apply import Status, apply_change
 from tools.fixlib.errors import UserError
+from tools.fixlib.gitrun import clean_env, run_git
 from tools.fixlib.model import Fix
 from tools.fixlib.projects import by_dist
 from tools.fixlib.registry import discover
 
 FIX_ID = re.compile(r"^Fix-Id: (\S+)$", re.M)
 WHEEL_NAME = re.compile(r"^(?P<name>[^-]+)-(?P<version>[^-]+)-(?P<tags>.+)\.whl$")
+LOCAL_LABEL = re.compile(r"[A-Za-z0-9]+(?:[._-][A-Za-z0-9]+)*")  # PEP 440 local version label
 
 
 @dataclass(frozen=True)
@@ -41,13 +46,16 @@ class Result:
 def series_fixes(series: Path) -> list[tuple[Path, Fix]]:
     if not (series / "series").is_file():
         raise UserError(f"{series}: no `series` file (give the folder make_patch wrote)")
+    names = (series / "series").read_text(encoding="utf-8", errors="replace").split()
+    if not names:
+        raise UserError(f"{series}/series names no patches")
     known = {f.id: f for f in discover()}
     out = []
-    for name in (series / "series").read_text(encoding="utf-8").split():
+    for name in names:
         patch = series / name
         if not patch.is_file():
             raise UserError(f"{series}/series names {name}, which is missing")
-        match = FIX_ID.search(patch.read_text(encoding="utf-8"))
+        match = FIX_ID.search(patch.read_text(encoding="utf-8", errors="replace"))
         if not match or match.group(1) not in known:
             raise UserError(f"{patch}: no Fix-Id trailer of a known fix")
         out.append((patch, known[match.group(1)]))
@@ -65,41 +73,82 @@ def record_line(root: Path, path: Path) -> list[str]:
 
 
 def new_version(version: str, suffix: str) -> str:
-    return f"{version}.{suffix}" if "+" in version else f"{version}+{suffix}"
+    """2.20.2 -> 2.20.2+fixmono, normalised (a '-' would break the wheel's file name)."""
+    if not LOCAL_LABEL.fullmatch(suffix):
+        raise UserError(f"--suffix {suffix!r} is not a local version label "
+                        "(letters and digits, separated by single '.', '-' or '_')")
+    new = f"{version}.{suffix}" if "+" in version else f"{version}+{suffix}"
+    try:
+        return str(Version(new))
+    except InvalidVersion:
+        raise UserError(f"{new} is not a valid version (PEP 440)") from None
+
+
+def make_out_dir(out_dir: Path) -> Path | None:
+    """--out must be a writable directory, or one that can be created.
+    Returns the topmost folder created here (to remove on failure), or None."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UserError(f"--out {out_dir} exists and is not a directory")
+    created = next((p for p in reversed([out_dir, *out_dir.parents]) if not p.exists()), None)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UserError(f"--out {out_dir} cannot be created: {err.strerror}") from None
+    if not os.access(out_dir, os.W_OK | os.X_OK):
+        raise UserError(f"--out {out_dir} is not writable")
+    return created
 
 
 def patch_wheel(wheel: Path, series: Path, out_dir: Path, suffix: str = "fixmono") -> Result:
     match = WHEEL_NAME.match(wheel.name)
+    if not wheel.exists():
+        raise UserError(f"{wheel}: no such file")
     if not wheel.is_file() or not match:
         raise UserError(f"{wheel}: not a wheel file (name-version-tags.whl)")
     project = by_dist(match["name"].replace("_", "-"))
     if project is None:
         raise UserError(f"{wheel.name}: {match['name']} is not an upstream of any fix")
+    version = new_version(match["version"], suffix)
     fixes = series_fixes(series)
     wrong = [fix.id for _, fix in fixes if fix.upstream != project.name]
     if wrong:
         raise UserError(f"series has fixes for another upstream than {project.name}: {', '.join(wrong)}")
-    version = new_version(match["version"], suffix)
-    with tempfile.TemporaryDirectory(prefix=".patch_wheel-") as tmp:
-        root = Path(tmp) / "wheel"
-        try:
-            with zipfile.ZipFile(wheel) as zf:
-                zf.extractall(root)
-        except zipfile.BadZipFile:
-            raise UserError(f"{wheel}: not a valid wheel (zip) file") from None
-        strip = 1 + project.wheel_root.count("/")  # a/src/transformers/x.py -> transformers/x.py
-        for patch, fix in fixes:
-            proc = subprocess.run(["git", "apply", f"-p{strip}", "--whitespace=nowarn", str(patch.resolve())],
-                                  cwd=root, capture_output=True, text=True, encoding="utf-8")
-            if proc.returncode:
-                first = (proc.stderr.strip().splitlines() or ["?"])[0]
-                raise UserError(f"{patch.name} does not apply to {wheel.name}: {first}")
-        rename_dist_info(root, match["name"], match["version"], version)
-        target = out_dir / f"{match['name']}-{version}-{match['tags']}.whl"
-        out_dir.mkdir(parents=True, exist_ok=True)
-        repack(root, target)
-    verified = verify(target, project.wheel_root, [fix for _, fix in fixes])
+    created = make_out_dir(out_dir)
+    target = out_dir / f"{match['name']}-{version}-{match['tags']}.whl"
+    try:
+        # unpacked and patched in a temporary folder (not in --out, which may be in a
+        # git checkout: `git apply` there would skip the paths); built and verified in
+        # a hidden folder beside the target, then renamed: the target name only ever
+        # holds a wheel that installed and has the fixes
+        with (tempfile.TemporaryDirectory(prefix=".patch_wheel-") as tmp,
+              tempfile.TemporaryDirectory(dir=out_dir, prefix=".patch_wheel-", ignore_cleanup_errors=True) as staging):
+            root, built = Path(tmp) / "wheel", Path(staging) / target.name
+            unpack(wheel, root)
+            strip = 1 + project.wheel_root.count("/")  # a/src/transformers/x.py -> transformers/x.py
+            for patch, fix in fixes:
+                # outside any repository: git must not find one above the temporary folder
+                proc = run_git(root, "apply", f"-p{strip}", "--whitespace=nowarn", str(patch.resolve()),
+                               env=clean_env(GIT_CEILING_DIRECTORIES=str(root.parent)))
+                if proc.returncode:
+                    first = (proc.stderr.strip().splitlines() or ["?"])[0]
+                    raise UserError(f"{patch.name} does not apply to {wheel.name}: {first}")
+            rename_dist_info(root, match["name"], match["version"], version)
+            repack(root, built)
+            verified = verify(built, project.wheel_root, [fix for _, fix in fixes])
+            built.replace(target)
+    except BaseException:
+        if created:
+            shutil.rmtree(created, ignore_errors=True)
+        raise
     return Result(target, [fix.id for _, fix in fixes], verified)
+
+
+def unpack(wheel: Path, root: Path) -> None:
+    try:
+        with zipfile.ZipFile(wheel) as zf:  # a .git folder in a wheel is not unpacked: git would use it
+            zf.extractall(root, [n for n in zf.namelist() if ".git" not in PurePosixPath(n).parts])
+    except zipfile.BadZipFile:
+        raise UserError(f"{wheel}: not a valid wheel (zip) file") from None
 
 
 def rename_dist_info(root: Path, name: str, old: str, new: str) -> None:
@@ -118,11 +167,9 @@ def rename_dist_info(root: Path, name: str, old: str, new: str) -> None:
 
 
 def repack(root: Path, target: Path) -> None:
-    partial = target.with_name(target.name + ".partial")
-    with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as zf:
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
         for path in sorted(p for p in root.rglob("*") if p.is_file()):
             zf.write(path, path.relative_to(root).as_posix())
-    partial.replace(target)  # a reader never sees half a wheel
 
 
 def verify(wheel: Path, wheel_root: str, fixes: list[Fix]) -> list[str]:
