@@ -57,3 +57,29 @@ def test_no_shell_in_the_tools():
     offenders = [f"{p.name}: {line.strip()}" for p in sources for line in p.read_text().splitlines()
                  if re.search(r"shell\s*=\s*True|os\.system\(|os\.popen\(", line)]
     assert offenders == []
+
+
+def test_git_starts_only_in_the_one_layer():
+    """Every git process of the tools goes through tools/fixlib/gitrun.py
+    (hardened environment, no transport, allow-listed commands in a checkout),
+    and no library runs git behind its back (GitPython is not a dependency)."""
+    sources = [p for p in (REPO_ROOT / "tools").rglob("*.py")] + \
+              [REPO_ROOT / "tools" / name for name in ("make_patch", "patch_wheel", "drift_matrix", "fixes")]
+    starts_git = re.compile(r"""(subprocess\.\w+|Popen|os\.exec\w*|os\.spawn\w*)\(\s*\[?\s*["']git["']""")
+    offenders = [f"{p.relative_to(REPO_ROOT)}: {line.strip()}" for p in sources
+                 if p.name != "gitrun.py" for line in p.read_text().splitlines()
+                 if starts_git.search(line) or re.match(r"\s*(import git\b|from git\b)", line)]
+    assert offenders == []
+    assert "GitPython" not in (REPO_ROOT / "requirements.txt").read_text()
+
+
+def test_the_checkout_layer_refuses_other_commands(tmp_path):
+    from tools.fixlib.gitrun import Checkout
+    repo = make_repo(tmp_path / "r", {"a.py": ""})
+    for command in ("fetch", "log", "diff", "checkout", "gc", "am", "commit", "cat-file"):
+        try:
+            Checkout(repo).git(command)
+        except AssertionError as err:
+            assert command in str(err)
+        else:
+            raise AssertionError(f"git {command} ran in a checkout")

@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tests.test_catalogue import PROJECTS, tree  # noqa: E402
+from tools.fixlib.gitrun import run_git  # noqa: E402
 from tools.fixlib.testing import git, make_repo  # noqa: E402
 
 
@@ -48,8 +49,11 @@ def fast_import(repo: Path, targets: dict[str, str], files: int, commits: int) -
     final += [(path, blob(text)) for path, text in targets.items()]
     lines.append("commit refs/heads/main\ncommitter T <t@e> 1800000000 +0000\ndata 6\nfinal\n".encode()
                  + "".join(f"M 100644 :{m} {p}\n" for p, m in final).encode())
-    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
-    subprocess.run(["git", "-C", str(repo), "fast-import", "--quiet"], input=b"".join(lines), check=True)
+    repo.mkdir(parents=True, exist_ok=True)
+    git(repo, "init", "-q", "-b", "main")
+    imported = run_git(repo, "fast-import", "--quiet", input=b"".join(lines))
+    if imported.returncode:
+        raise SystemExit(f"git fast-import failed: {imported.stderr}")
     git(repo, "checkout", "-q", "-f", "main")
 
 

@@ -6,6 +6,7 @@ on stderr, nothing written); 130 interrupted.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import signal
@@ -110,6 +111,10 @@ def run_one(upstream: Upstream, fixes: list[Fix], validate: bool, progress) -> l
                 outcome = FixOutcome(fix, Status.FAILED, f"validation: {problem}", outcome.files)
         if outcome.status is Status.APPLIED:
             patched.update(outcome.new_files)
+            if any("\r\n" in (text or "") for text in outcome.new_files.values()):
+                # git am strips CRs unless told (like any format-patch of a CRLF file)
+                outcome = dataclasses.replace(outcome, detail=outcome.detail + "; CRLF line endings kept: "
+                                                                            "apply with `git am --keep-cr`")
         outcomes.append(outcome)
     return outcomes
 
@@ -303,6 +308,18 @@ def render_table(report: dict) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+def readable(value):
+    """Strings as text for JSON: an argument's undecodable bytes (LC_ALL=C)
+    read as UTF-8, as git reads them, instead of lone surrogates."""
+    if isinstance(value, str):
+        return os.fsencode(value).decode("utf-8", "replace")
+    if isinstance(value, dict):
+        return {k: readable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [readable(v) for v in value]
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     if "BUILD_WORKING_DIRECTORY" in os.environ:  # under `bazel run`
         os.chdir(os.environ["BUILD_WORKING_DIRECTORY"])
@@ -312,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
         args = parse_args(argv)
         report = check_upstream(args) if args.check_upstream else execute(args)
         render = render_still_needed if args.check_upstream else render_table
-        emit(json.dumps(report, indent=2) + "\n" if args.json else render(report))
+        emit(json.dumps(readable(report), indent=2) + "\n" if args.json else render(report))
         return report["exit_code"]
 
     def json_error(message: str, code: int) -> None:

@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 from tools.fixlib.apply import Status, apply_change
-from tools.fixlib.gitrun import Checkout, clean_env
+from tools.fixlib.gitrun import Checkout, clean_env, run_git
 from tools.fixlib.model import Case, Fix
 
 
@@ -60,8 +60,10 @@ def git(repo: Path, *args: str, check: bool = True) -> str:
     either), but local clones allowed and a fixed identity."""
     env = clean_env(GIT_ALLOW_PROTOCOL="file", GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull,
                     GIT_LITERAL_PATHSPECS="0", **GIT_ID)
-    return subprocess.run(["git", "-C", str(repo), *args], check=check, capture_output=True,
-                          text=True, env=env).stdout
+    proc = run_git(repo, *args, env=env)
+    if check and proc.returncode:
+        raise subprocess.CalledProcessError(proc.returncode, ["git", *args], proc.stdout, proc.stderr)
+    return proc.stdout
 
 
 def make_repo(path: Path, files: dict[str, str | bytes]) -> Path:
@@ -80,14 +82,10 @@ def make_repo(path: Path, files: dict[str, str | bytes]) -> Path:
 def snapshot(repo: Path) -> dict[str, str]:
     """Everything a user could lose: HEAD, refs, index, working tree (incl. untracked)."""
     files = sorted(p for p in repo.rglob("*") if p.is_file() and ".git" not in p.parts)
-    return {"head": git(repo, "symbolic-ref", "-q", "HEAD") if _on_branch(repo) else "",
+    return {"head": git(repo, "symbolic-ref", "-q", "HEAD", check=False),
             "head_commit": git(repo, "rev-parse", "-q", "--verify", "HEAD^{commit}", check=False),
             "refs": git(repo, "for-each-ref"),
             "index": git(repo, "ls-files", "-s"),
             "status": Checkout(repo).git("status", "--porcelain", "--ignored").stdout,
             "files": "\n".join(f"{f.relative_to(repo)}:{f.read_bytes().hex()}" for f in files)}
 
-
-def _on_branch(repo: Path) -> bool:
-    return subprocess.run(["git", "-C", str(repo), "symbolic-ref", "-q", "HEAD"],
-                          capture_output=True).returncode == 0
