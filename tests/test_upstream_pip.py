@@ -125,3 +125,38 @@ def test_default_opens_every_upstream_before_writing(tmp_path):
     assert run.returncode == 2, run.stderr
     assert "transformer-engine==2.20.2: could not download" in run.stderr and run.stderr.count("\n") == 1
     assert not (tmp_path / "o").exists()
+
+
+def remove_one_object(repo: Path) -> None:
+    loose = sorted(p for p in (repo / ".git" / "objects").glob("??/*"))
+    loose[0].unlink()
+
+
+def truncate_head(repo: Path) -> None:
+    (repo / ".git" / "HEAD").write_text("")
+
+
+def empty_git_dir(repo: Path) -> None:
+    import shutil
+    shutil.rmtree(repo / ".git")
+    (repo / ".git").mkdir()
+
+
+def garbage_object(repo: Path) -> None:
+    loose = sorted(p for p in (repo / ".git" / "objects").glob("??/*"))
+    for path in loose:
+        path.chmod(0o644)
+        path.write_bytes(b"not zlib")
+
+
+@pytest.mark.parametrize("damage", [remove_one_object, truncate_head, empty_git_dir, garbage_object])
+def test_a_damaged_cache_entry_is_rebuilt(tmp_path, damage):
+    build_wheel(tmp_path / "wheels")
+    env = offline_env(tmp_path)
+    first = make_patch("--all", "--upstream", "pip:torch==99.0.0", "--check", "--json", env=env)
+    assert first.returncode == 0, first.stderr
+    damage(tmp_path / "cache" / "upstreams" / "torch-99.0.0")
+    again = make_patch("--all", "--upstream", "pip:torch==99.0.0", "--check", "--json", env=env)
+    assert again.returncode == 0, again.stderr
+    assert again.stderr == ""
+    assert json.loads(again.stdout)["runs"][0]["base"] == json.loads(first.stdout)["runs"][0]["base"]
