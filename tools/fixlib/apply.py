@@ -3,6 +3,7 @@ contract, presence check and validation. Pure: reads through a callback and
 returns new text; it never touches a checkout."""
 from __future__ import annotations
 
+import dataclasses
 import enum
 from dataclasses import dataclass, field
 from typing import Callable
@@ -47,8 +48,15 @@ def decode(path: str, data: bytes) -> str:
         raise Unreadable(f"{path} is not UTF-8 text (byte {err.start})") from None
 
 
+BOM = "\ufeff"
+
+
 def apply_change(change: FileChange, text: str) -> FileOutcome:
-    """Apply one file change to `text`, enforcing the match contract."""
+    """Apply one file change to `text`, enforcing the match contract. A UTF-8
+    byte-order mark is set aside for the transformation and kept."""
+    if text.startswith(BOM):
+        outcome = apply_change(change, text[len(BOM):])
+        return outcome if outcome.new_text is None else dataclasses.replace(outcome, new_text=BOM + outcome.new_text)
     path, want = change.path, change.sites
     try:
         result = change.transform.rewrite(text)

@@ -5,18 +5,23 @@ on stderr, nothing written); 130 interrupted.
 """
 from __future__ import annotations
 
+import signal
+import sys
+
+if __name__ == "__main__":  # a signal while the imports below run: one line, no traceback
+    from tools.fixlib.errors import interrupt_before_start
+    interrupt_before_start("make_patch")
+
 import argparse
 import dataclasses
 import json
 import os
-import signal
-import sys
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tools.fixlib.apply import FixOutcome, Status, Unreadable, apply_fix
-from tools.fixlib.errors import UserError, emit, guarded
+from tools.fixlib.errors import UserError, emit, exit_quietly, guarded
 from tools.fixlib.model import Fix
 from tools.fixlib.patches import (Entry, SeriesWrite, build_commits, check_branch_name, check_out_dir,
                                   create_branch, delete_branch, inside, series_files)
@@ -321,6 +326,7 @@ def readable(value):
 
 
 def main(argv: list[str] | None = None) -> int:
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # from here on, Ctrl-C is handled by guarded
     if "BUILD_WORKING_DIRECTORY" in os.environ:  # under `bazel run`
         os.chdir(os.environ["BUILD_WORKING_DIRECTORY"])
     json_out = "--json" in (sys.argv[1:] if argv is None else argv)
@@ -345,4 +351,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_quietly(main())

@@ -1,9 +1,42 @@
 """How the command-line tools end: bad input is one line and exit code 2,
 Ctrl-C/SIGTERM one line and 128+signal, a bug one line and 3; never a
 traceback (MAKE_PATCH_DEBUG=1 shows it)."""
+import atexit
 import os
 import signal
 import sys
+
+
+EARLY_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def interrupt_before_start(prog: str) -> None:
+    """Until the tool's own handling is set up (imports, the re-exec into the
+    venv), a signal ends it with one line and 128+signal, and none is lost:
+    signals held across an exec are delivered here."""
+    def stop(signum, frame):
+        os.write(2, f"{prog}: interrupted before it started; nothing was changed\n".encode())
+        os._exit(128 + signum)
+
+    for sig in EARLY_SIGNALS:
+        signal.signal(sig, stop)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, EARLY_SIGNALS)
+
+
+def exit_quietly(code: int) -> None:
+    """End the process with `code`. Not through Python's normal shutdown: a
+    Ctrl-C that hit a string exec (dataclasses, namedtuple) leaves a flag in
+    CPython that makes `python -m` kill itself with SIGINT at exit even though
+    the interrupt was handled. Clean-up (atexit) and output flushing still run."""
+    for sig in EARLY_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)  # the work is over: nothing left to interrupt
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a reader that went away, a closed stream
+            pass
+    os._exit(code)
 
 
 class UserError(Exception):
