@@ -196,38 +196,41 @@ def write(args: argparse.Namespace, jobs: list[Job]) -> None:
     """Every series and the branch, all or nothing: everything is built in
     scratch space first, then put in place in one uninterruptible step that
     is undone as a whole if any part of it fails."""
-    writes: list[tuple[Job, SeriesWrite]] = []
+    writes: list[SeriesWrite] = []
     branches: list[tuple[Job, str]] = []
     try:
         for job in jobs:
             entries = job.entries if job.upstream else []
             if job.out:
                 files = series_files(job.upstream, entries)
-                series = SeriesWrite(job.out)
-                writes.append((job, series))
-                series.stage(files)
+                writes.append(SeriesWrite(job.out))
+                writes[-1].stage(files)
                 job.patches = [name for name in files if name.endswith(".patch")]
             if args.branch and entries:
                 branches.append((job, build_commits(job.upstream, entries)[-1]))
         with signals_held():
-            done = []
+            created = []
             try:
                 for job, tip in branches:
                     create_branch(job.upstream, tip, args.branch)
-                    done.append(lambda job=job, tip=tip: delete_branch(job.upstream, tip, args.branch))
+                    created.append((job, tip))
                     job.branch_tip = tip
-                for _, series in writes:
+                for series in writes:
                     series.commit()
-                    done.append(series.rollback)
-            except BaseException:
-                for undo in reversed(done):
-                    undo()
-                for job in jobs:
-                    job.branch_tip, job.patches = None, []
+            except BaseException:  # undone while signals are still held
+                for series in reversed(writes):
+                    series.rollback()
+                for job, tip in reversed(created):
+                    delete_branch(job.upstream, tip, args.branch)
                 raise
-    finally:
-        for _, series in writes:
-            series.finish()
+    except BaseException:
+        for series in reversed(writes):
+            series.discard()
+        for job in jobs:
+            job.branch_tip, job.patches = None, []
+        raise
+    for series in writes:
+        series.finish()
 
 
 @contextmanager

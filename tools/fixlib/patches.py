@@ -147,9 +147,11 @@ class SeriesWrite:
         self.out = out
         self.holder: Path | None = None
         self.committed = False
+        self.made_parents: list[Path] = []  # folders above --out this run created
 
     def stage(self, files: dict[str, bytes]) -> None:
         try:
+            self.made_parents = [p for p in self.out.parents if not p.exists()]
             self.out.parent.mkdir(parents=True, exist_ok=True)
             sweep_staging(self.out)
             self.holder = Path(tempfile.mkdtemp(prefix=f".{self.out.name}.make_patch-", dir=self.out.parent))
@@ -159,7 +161,7 @@ class SeriesWrite:
             for name, data in {**files, MANIFEST: manifest_text(files)}.items():
                 (new / name).write_bytes(data)
         except OSError as err:
-            self.finish()
+            self.discard()
             raise UserError(f"--out {self.out}: cannot write there: {err.strerror or err}") from None
 
     def commit(self) -> None:
@@ -188,6 +190,16 @@ class SeriesWrite:
         if self.holder is not None:
             shutil.rmtree(self.holder, ignore_errors=True)
             self.holder = None
+
+    def discard(self) -> None:
+        """Give up: no holder, and no folder this run made above --out."""
+        self.rollback()
+        self.finish()
+        for folder in self.made_parents:  # innermost first
+            try:
+                folder.rmdir()
+            except OSError:  # not empty: something else is there now
+                break
 
 
 def sweep_staging(out: Path) -> None:
