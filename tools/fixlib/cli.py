@@ -5,17 +5,16 @@ on stderr, nothing written); 130 interrupted.
 """
 from __future__ import annotations
 
-import signal
-import sys
-
 if __name__ == "__main__":  # a signal while the imports below run: one line, no traceback
-    from tools.fixlib.errors import interrupt_before_start
+    from tools.fixlib.early import interrupt_before_start
     interrupt_before_start("make_patch")
 
 import argparse
 import dataclasses
 import json
 import os
+import signal
+import sys
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path

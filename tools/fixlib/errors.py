@@ -6,21 +6,7 @@ import os
 import signal
 import sys
 
-
-EARLY_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
-def interrupt_before_start(prog: str) -> None:
-    """Until the tool's own handling is set up (imports, the re-exec into the
-    venv), a signal ends it with one line and 128+signal, and none is lost:
-    signals held across an exec are delivered here."""
-    def stop(signum, frame):
-        os.write(2, f"{prog}: interrupted before it started; nothing was changed\n".encode())
-        os._exit(128 + signum)
-
-    for sig in EARLY_SIGNALS:
-        signal.signal(sig, stop)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, EARLY_SIGNALS)
+from tools.fixlib.early import EARLY_SIGNALS
 
 
 def exit_quietly(code: int) -> None:
