@@ -746,9 +746,9 @@ SECTION_3 = [
 # Section 4: no internal error, no traceback.
 # Against 64570b9 9 of 13 rows failed: SHA-256 (GitPython, exit 3); BrokenPipeError
 # on a closed stdout; --branch brü under LC_ALL=C called invalid; Ctrl-C during the
-# imports gave a traceback (4); --json errors were not JSON (2). Against 1a5b9b9
-# "SIGINT after 0.01s" fails now and then: Ctrl-C while cli.py's first line
-# (`import signal`, which imports enum) runs is still a traceback.
+# imports gave a traceback (4); --json errors were not JSON (2). A Ctrl-C in
+# Python's own start-up, before make_patch's first line runs, is CPython's and
+# out of make_patch's reach: such a run is repeated (see launch()).
 
 def sha256_repo(tmp: Path) -> Ctx:
     up = tmp / "up"
