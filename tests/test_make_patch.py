@@ -202,24 +202,24 @@ def test_series_directory_mode_follows_the_umask(tmp_path):
         os.umask(old)
 
 
-def dead_pid() -> int:
-    proc = subprocess.Popen(["true"])
-    proc.wait()
-    return proc.pid
-
-
-def killed_holder(parent: Path, name: str, pid: int, old_series: str | None = None) -> Path:
-    """The holder directory a run killed mid-write leaves beside --out."""
+def killed_holder(parent: Path, name: str, old_series: str | None = None, live: bool = False) -> Path:
+    """The holder directory a run killed mid-write leaves beside --out (its
+    marker unlocked), or that a live run is using (`live`: locked)."""
+    from tools.fixlib.scratch import claim
     holder = parent / f".{name}.make_patch-k2x8abc"
     (holder / "new").mkdir(parents=True)
     (holder / "new" / "series").write_text("half\n")
-    (holder / ".make_patch-staging").write_text(f"{pid}\n")
+    if live:
+        LIVE_LOCKS.append(claim(holder / ".make_patch-staging"))
+    else:
+        (holder / ".make_patch-staging").write_text("12345\n")
     if old_series is not None:
         (holder / "old").mkdir()
         (holder / "old" / "series").write_text(old_series)
     return holder
 
 
+LIVE_LOCKS: list[int] = []  # held for the test process's lifetime, like a live run's
 USERS_LOOKALIKES = [".out.old-backup", ".out.new-2024", ".out.new-123", ".out.old-99999", ".out.make_patch-mine"]
 
 
@@ -231,7 +231,7 @@ def test_a_run_killed_between_its_renames_is_repaired(tmp_path):
     repo = pytorch_repo(tmp_path / "pytorch")
     out = tmp_path / "out"
     assert make_patch("--all", "--upstream", str(repo), "--out", str(out)).returncode == 0
-    holder = killed_holder(tmp_path, "out", dead_pid())
+    holder = killed_holder(tmp_path, "out")
     shutil.rmtree(holder / "new")
     out.rename(holder / "old")
     for name in USERS_LOOKALIKES:
@@ -245,8 +245,8 @@ def test_a_run_killed_between_its_renames_is_repaired(tmp_path):
 
 def test_sweep_restores_the_old_series_when_out_is_missing(tmp_path):
     from tools.fixlib.patches import sweep_staging
-    killed_holder(tmp_path, "out", dead_pid(), old_series="old\n")
-    live = killed_holder(tmp_path / "live", "out", os.getppid())  # a live process's holder stays
+    killed_holder(tmp_path, "out", old_series="old\n")
+    live = killed_holder(tmp_path / "live", "out", live=True)  # a live run's holder stays
     sweep_staging(tmp_path / "out")
     sweep_staging(tmp_path / "live" / "out")
     assert (tmp_path / "out" / "series").read_text() == "old\n"
@@ -282,3 +282,19 @@ def test_exchange_is_atomic_where_the_system_has_it(tmp_path):
     if not exchange(tmp_path / "a", tmp_path / "b"):
         pytest.skip("no renameat2(RENAME_EXCHANGE) here")
     assert (tmp_path / "b" / "x").read_text() == "a" and not (tmp_path / "a" / "x").exists()
+
+
+def test_scratch_of_dead_runs_is_swept_and_of_live_ones_kept_whatever_their_pid(tmp_path):
+    """Runs in other PID namespaces (containers, Bazel sandboxes) share $TMPDIR:
+    a pid means nothing across them, the marker's lock does."""
+    from tools.fixlib.scratch import MARKER, claim
+    repo = pytorch_repo(tmp_path / "pytorch")
+    tmp = tmp_path / "tmp"
+    live, dead = tmp / "make_patch-1-live", tmp / f"make_patch-{os.getpid()}-dead"
+    for path in (live, dead):
+        path.mkdir(parents=True)
+    LIVE_LOCKS.append(claim(live / MARKER))  # pid 1's run, alive in its own namespace
+    (dead / MARKER).write_text(f"{os.getpid()}\n")  # a pid alive here, but nobody holds the lock
+    run = make_patch("--all", "--upstream", str(repo), "--check", env={"TMPDIR": str(tmp)})
+    assert run.returncode == 0, run.stderr
+    assert sorted(p.name for p in tmp.iterdir()) == [live.name]

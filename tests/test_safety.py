@@ -64,7 +64,7 @@ def test_git_starts_only_in_the_one_layer():
     (hardened environment, no transport, allow-listed commands in a checkout),
     and no library runs git behind its back (GitPython is not a dependency)."""
     sources = [p for p in (REPO_ROOT / "tools").rglob("*.py")] + \
-              [REPO_ROOT / "tools" / name for name in ("make_patch", "patch_wheel", "drift_matrix", "fixes")]
+              [REPO_ROOT / "tools" / name for name in ("make_patch", "patch_wheel", "drift_matrix", "fixes", "compare_weights")]
     starts_git = re.compile(r"""(subprocess\.\w+|Popen|os\.exec\w*|os\.spawn\w*)\(\s*\[?\s*["']git["']""")
     offenders = [f"{p.relative_to(REPO_ROOT)}: {line.strip()}" for p in sources
                  if p.name != "gitrun.py" for line in p.read_text().splitlines()

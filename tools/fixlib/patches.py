@@ -24,7 +24,7 @@ from pathlib import Path
 from tools.fixlib.errors import UserError
 from tools.fixlib.model import Fix
 from tools.fixlib.gitrun import as_git_text, one_line
-from tools.fixlib.scratch import ScratchRepo, pid_alive
+from tools.fixlib.scratch import ScratchRepo, abandoned, claim
 from tools.fixlib.upstream import Upstream, describe
 
 FORMAT_PATCH = ["format-patch", "--stdout", "--no-signature", "--full-index", "--no-renames",
@@ -148,6 +148,7 @@ class SeriesWrite:
         self.holder: Path | None = None
         self.committed = False
         self.made_parents: list[Path] = []  # folders above --out this run created
+        self.lock: int | None = None  # our lock on the holder's marker
 
     def stage(self, files: dict[str, bytes]) -> None:
         try:
@@ -155,7 +156,7 @@ class SeriesWrite:
             self.out.parent.mkdir(parents=True, exist_ok=True)
             sweep_staging(self.out)
             self.holder = Path(tempfile.mkdtemp(prefix=f".{self.out.name}.make_patch-", dir=self.out.parent))
-            (self.holder / STAGING_MARKER).write_text(f"{os.getpid()}\n")
+            self.lock = claim(self.holder / STAGING_MARKER)
             new = self.holder / "new"
             new.mkdir()  # not mkdtemp: the series gets the umask's mode, like any new directory
             for name, data in {**files, MANIFEST: manifest_text(files)}.items():
@@ -190,6 +191,9 @@ class SeriesWrite:
         if self.holder is not None:
             shutil.rmtree(self.holder, ignore_errors=True)
             self.holder = None
+        if self.lock is not None:
+            os.close(self.lock)
+            self.lock = None
 
     def discard(self) -> None:
         """Give up: no holder, and no folder this run made above --out."""
@@ -203,15 +207,12 @@ class SeriesWrite:
 
 
 def sweep_staging(out: Path) -> None:
-    """Remove the holders that killed runs left beside `out` (marked, of a dead
-    process); if one died between its two renames (`out` missing), its old
-    series is put back first. Directories without the marker are the user's."""
+    """Remove the holders that killed runs left beside `out` (marked, with
+    nobody holding the marker's lock); if one died between its two renames
+    (`out` missing), its old series is put back first. Directories without
+    the marker are the user's."""
     for path in sorted(out.parent.glob(f".{glob.escape(out.name)}.make_patch-*")):
-        marker = path / STAGING_MARKER
-        try:
-            if path.is_symlink() or not marker.is_file() or pid_alive(int(marker.read_text().strip() or 0)):
-                continue
-        except (OSError, ValueError):
+        if path.is_symlink() or not abandoned(path / STAGING_MARKER):
             continue
         if (path / "old").is_dir() and not os.path.lexists(out):
             (path / "old").rename(out)

@@ -12,6 +12,7 @@ objects land in it, never in the checkout.
 from __future__ import annotations
 
 import atexit
+import fcntl
 import os
 import re
 import shutil
@@ -21,8 +22,34 @@ from pathlib import Path
 from tools.fixlib.gitrun import GitError, clean_env, one_line, run_git
 
 MARKER = ".make_patch-scratch"
-RUN_DIR = re.compile(r"make_patch-(?P<pid>\d+)-\w+")
+RUN_DIR = re.compile(r"make_patch-\d+-\w+")
 _run_dir: Path | None = None
+
+
+def claim(marker: Path) -> int:
+    """Write `marker` and lock it; the lock lasts until the returned descriptor
+    is closed or the process ends, however it ends. A lock, unlike a pid, means
+    the same from every PID namespace (containers, Bazel's sandboxes) that
+    shares the directory."""
+    fd = os.open(marker, os.O_WRONLY | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    os.write(fd, f"{os.getpid()}\n".encode())
+    return fd
+
+
+def abandoned(marker: Path) -> bool:
+    """Whether the process that claimed `marker` is gone (nobody holds its lock)."""
+    try:
+        fd = os.open(marker, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except OSError:  # held by a live process (this one included)
+        return False
+    finally:
+        os.close(fd)
 
 
 def run_dir() -> Path:
@@ -31,7 +58,7 @@ def run_dir() -> Path:
     if _run_dir is None:
         sweep_dead_runs()
         _run_dir = Path(tempfile.mkdtemp(prefix=f"make_patch-{os.getpid()}-"))
-        (_run_dir / MARKER).write_text(f"{os.getpid()}\n")
+        claim(_run_dir / MARKER)  # held until the process ends
         atexit.register(remove_run_dir)
     return _run_dir
 
@@ -43,31 +70,18 @@ def remove_run_dir() -> None:
         _run_dir = None
 
 
-def pid_alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except (ProcessLookupError, OverflowError):
-        return False
-    except PermissionError:  # alive, another user's
-        return True
-    return True
-
-
 def sweep_dead_runs() -> None:
     """Remove the scratch directories of runs that were SIGKILLed: ours (same
-    owner), carrying the marker, of a process that no longer exists."""
+    owner), carrying the marker, whose lock nobody holds."""
     root = Path(tempfile.gettempdir())
     try:
         entries = list(root.iterdir())
     except OSError:
         return
     for path in entries:
-        match = RUN_DIR.fullmatch(path.name)
         try:
-            if (not match or path.is_symlink() or not path.is_dir() or path.stat().st_uid != os.getuid()
-                    or not (path / MARKER).is_file() or pid_alive(int(match["pid"]))):
+            if (not RUN_DIR.fullmatch(path.name) or path.is_symlink() or not path.is_dir()
+                    or path.stat().st_uid != os.getuid() or not abandoned(path / MARKER)):
                 continue
         except OSError:
             continue
