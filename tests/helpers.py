@@ -1,13 +1,11 @@
-"""Shared pieces of the cross-cutting tests: run make_patch as a user would."""
+"""Shared pieces of the cross-cutting tests of make_patch: a small PyTorch-shaped
+checkout, with the batchnorm fix's fixture as the sample target."""
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 from tools.fixlib.registry import REPO_ROOT
-from tools.fixlib.testing import make_repo
+from tools.fixlib.testing import make_patch, make_repo  # noqa: F401 (make_patch: tests import it from here)
 
 FIXTURE = REPO_ROOT / "fixes/pytorch/batchnorm_negative_running_var/fixtures/test_jit_fuser_te.py"
 BN_FIX = "pytorch-batchnorm-negative-running-var"
@@ -21,11 +19,3 @@ def pytorch_files(test_file: str | bytes | None = None) -> dict:
 
 def pytorch_repo(path: Path, **kw) -> Path:
     return make_repo(path, pytorch_files(**kw))
-
-
-def make_patch(*args: str, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
-    """tools/make_patch in a subprocess: exit code, stdout and stderr as a user sees them."""
-    full_env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), **(env or {})}
-    full_env.pop("MAKE_PATCH_DEBUG", None)
-    return subprocess.run([sys.executable, "-m", "tools.fixlib.cli", *args], cwd=cwd,
-                          capture_output=True, text=True, env=full_env)

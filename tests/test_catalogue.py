@@ -1,52 +1,30 @@
-"""The whole catalogue, per upstream, on trees holding every target: two runs
-give byte-identical series; with the series applied (git am), every fix
+"""The whole catalogue, per upstream, on trees holding every fixture its fixes
+declare (Fixture on each FileChange; tools.fixlib.testing.catalogue_tree): two
+runs give byte-identical series; with the series applied (git am), every fix
 reports already-applied."""
 import json
 import shutil
-from pathlib import Path
 
 import pytest
-import transformers
 
-from tools.fixlib.registry import REPO_ROOT, discover
-from tools.fixlib.testing import git, make_repo
-from tests.helpers import make_patch
-
-FIXTURES = REPO_ROOT / "fixes"
-
-
-def tree(project: str) -> dict:
-    """A tree of `project` holding every target of its fixes (our fixtures; for
-    transformers, the installed 5.23.0 files, which are that release's text)."""
-    if project == "pytorch":
-        return {"torch/__init__.py": "",
-                "test/test_jit_fuser_te.py": (FIXTURES / "pytorch/batchnorm_negative_running_var/fixtures/"
-                                              "test_jit_fuser_te.py").read_text(),
-                "aten/src/ATen/native/cuda/Blas.cpp": (FIXTURES / "pytorch/addmm_cublaslt_gate_revert/fixtures/"
-                                                       "Blas.cpp").read_text()}
-    if project == "transformer-engine":
-        return {"transformer_engine/__init__.py": "",
-                "transformer_engine/pytorch/cpp_extensions/gemm.py":
-                    (FIXTURES / "transformer_engine/rocm_unfused_bgrad/fixtures/gemm_rocm.py").read_text()}
-    if project == "xla":
-        xla = FIXTURES / "xla/miopen_global_mutex/fixtures"
-        return {"xla/stream_executor/BUILD": "",
-                "xla/stream_executor/rocm/rocm_dnn.cc": (xla / "rocm_dnn.cc").read_text(),
-                "xla/backends/gpu/autotuner/miopen.cc": (xla / "autotuner_miopen.cc").read_text()}
-    package = Path(transformers.__file__).parent
-    return {f"src/transformers/{rel}": (package / rel).read_text()
-            for rel in ("__init__.py", "integrations/moe.py", "modeling_utils.py")}
-
+from tools.fixlib.model import FixtureUnavailable
+from tools.fixlib.registry import discover
+from tools.fixlib.testing import catalogue_tree, git, make_patch, make_repo
 
 PROJECTS = sorted({f.upstream for f in discover()})
 
 
-@pytest.mark.parametrize("project", PROJECTS)
-def test_deterministic_then_idempotent(tmp_path, project):
-    repo = make_repo(tmp_path / project, tree(project))
+def check_catalogue(tmp_path, project: str, root=None) -> None:
+    kw = {} if root is None else {"root": root}
+    try:
+        tree = catalogue_tree(project, **kw)
+    except FixtureUnavailable as err:
+        pytest.skip(str(err))
+    repo = make_repo(tmp_path / project, tree)
+    env = {} if root is None else {"PYTHONPATH": str(root)}
     outs = []
     for name in ("o1", "o2"):
-        run = make_patch("--all", "--upstream", str(repo), "--out", str(tmp_path / name), "--json")
+        run = make_patch("--all", "--upstream", str(repo), "--out", str(tmp_path / name), "--json", env=env)
         assert run.returncode == 0, run.stderr
         outs.append({p.name: p.read_bytes() for p in (tmp_path / name).iterdir()})
         statuses = {r["fix"]: r["status"] for r in json.loads(run.stdout)["runs"][0]["results"]}
@@ -56,7 +34,17 @@ def test_deterministic_then_idempotent(tmp_path, project):
     shutil.copytree(repo, clone)
     series = (tmp_path / "o1" / "series").read_text().split()
     git(clone, "am", *(str(tmp_path / "o1" / name) for name in series))
-    again = make_patch("--all", "--upstream", str(clone), "--check", "--json")
+    again = make_patch("--all", "--upstream", str(clone), "--check", "--json", env=env)
     statuses = {r["fix"]: r["status"] for r in json.loads(again.stdout)["runs"][0]["results"]}
     assert set(statuses.values()) == {"already-applied"}, statuses
-    assert set(statuses) == {f.id for f in discover() if f.upstream == project}
+    assert set(statuses) == {f.id for f in discover(**kw) if f.upstream == project}
+
+
+@pytest.mark.parametrize("project", PROJECTS)
+def test_deterministic_then_idempotent(tmp_path, project):
+    check_catalogue(tmp_path, project)
+
+
+def test_every_fix_declares_a_fixture_for_every_file():
+    missing = [f"{fix.id}: {c.path}" for fix in discover() for c in fix.changes if c.fixture is None]
+    assert missing == []

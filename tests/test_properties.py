@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import ast
 import difflib
-import importlib
-import importlib.util
 import os
 import re
 import tempfile
@@ -28,7 +26,6 @@ from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable
 
 import pytest
 from hypothesis import HealthCheck, event, given, note, settings
@@ -36,8 +33,9 @@ from hypothesis import strategies as st
 
 from tools.fixlib.apply import FileOutcome, Status, apply_change
 from tools.fixlib.engines.cpp import CppDocument, indent_at, walk
+from tools.fixlib.model import FileChange, Fix, FixtureUnavailable
 from tools.fixlib.registry import REPO_ROOT
-from tools.fixlib.testing import only_insertions
+from tools.fixlib.testing import fixture_changes, only_insertions
 
 # Hypothesis caches under ./.hypothesis by default; keep the checkout clean
 # (Bazel gives a TEST_TMPDIR; a plain pytest run uses the system temp dir).
@@ -64,65 +62,35 @@ _NOT_BEFORE_EQUALS = set("=!<>+-*/%&|^:@~")
 
 @dataclass(frozen=True)
 class Target:
-    name: str
-    fix_module: str  # fixes.<up>.<name>.fix
-    path: str  # the FileChange path
-    load: Callable[[], str]
-    lang: str  # "py" | "cpp"
-    functions: tuple[str, ...]  # qualnames whose bodies are mutated; "<module>": top-level statements
-    edit: str  # "insert" (only insertions), "replace" (lines replaced/removed), "move" (lines moved)
+    """One declared fixture with mutation scopes (FileChange.fixture, from discovery)."""
+
+    fix: Fix
+    change: FileChange
 
     @property
-    def change(self):
-        fix = importlib.import_module(self.fix_module).FIX
-        return next(c for c in fix.changes if c.path == self.path)
+    def name(self) -> str:
+        return f"{self.fix.id}:{self.change.path}"
+
+    @property
+    def lang(self) -> str:
+        return "py" if self.change.transform.engine == "python" else "cpp"
+
+    @property
+    def functions(self) -> tuple[str, ...]:
+        return self.change.fixture.mutate
+
+    @property
+    def edit(self) -> str:
+        return self.change.fixture.edit
+
+    def load(self) -> str:
+        try:
+            return self.fix.fixture_text(self.change, REPO_ROOT)
+        except FixtureUnavailable as err:
+            pytest.skip(str(err))
 
 
-def _fixture(rel: str) -> Callable[[], str]:
-    return lambda: (REPO_ROOT / rel).read_text(encoding="utf-8")
-
-
-def _transformers_file(rel: str) -> Callable[[], str]:
-    def load() -> str:
-        spec = importlib.util.find_spec("transformers")  # the path only; transformers is not imported
-        if spec is None or not spec.origin:
-            pytest.skip("transformers is not installed")
-        return (Path(spec.origin).parent / rel).read_text(encoding="utf-8")
-    return load
-
-
-def _xla_path(name: str) -> str:
-    return getattr(importlib.import_module("fixes.xla.miopen_global_mutex.fix"), name)
-
-
-BATCHNORM = Target(
-    "batchnorm", "fixes.pytorch.batchnorm_negative_running_var.fix", "test/test_jit_fuser_te.py",
-    _fixture("fixes/pytorch/batchnorm_negative_running_var/fixtures/test_jit_fuser_te.py"),
-    "py", ("TestTEFuser.test_batch_norm",), "replace")
-TE_GEMM = Target(
-    "te_gemm", "fixes.transformer_engine.rocm_unfused_bgrad.fix",
-    "transformer_engine/pytorch/cpp_extensions/gemm.py",
-    _fixture("fixes/transformer_engine/rocm_unfused_bgrad/fixtures/gemm_rocm.py"),
-    "py", ("general_gemm",), "insert")
-ADDMM = Target(
-    "addmm", "fixes.pytorch.addmm_cublaslt_gate_revert.fix", "aten/src/ATen/native/cuda/Blas.cpp",
-    _fixture("fixes/pytorch/addmm_cublaslt_gate_revert/fixtures/Blas.cpp"),
-    "cpp", ("addmm_out_cuda_impl",), "replace")
-XLA_DNN = Target(
-    "xla_rocm_dnn", "fixes.xla.miopen_global_mutex.fix", _xla_path("ROCM_DNN_CC"),
-    _fixture("fixes/xla/miopen_global_mutex/fixtures/rocm_dnn.cc"),
-    "cpp", ("MIOpenSupport::PopulateMIOpenFindDb", "MIOpenSupport::GetMIOpenConvolveAlgorithmsImmediateMode",
-            "MIOpenSupport::ConvolveRunnerFromDesc", "RocmFusedConvRunner::Create"), "replace")
-XLA_AUTOTUNER = Target(
-    "xla_autotuner", "fixes.xla.miopen_global_mutex.fix", _xla_path("AUTOTUNER_CC"),
-    _fixture("fixes/xla/miopen_global_mutex/fixtures/autotuner_miopen.cc"),
-    "cpp", ("MIOpenBackend::GetSupportedConfigs",), "move")
-MOE_PY = Target(
-    "transformers_moe", "fixes.transformers.moe_determinism.fix", "src/transformers/integrations/moe.py",
-    _transformers_file("integrations/moe.py"), "py", ("<module>",), "insert")
-MODELING_UTILS = Target(
-    "transformers_modeling_utils", "fixes.transformers.moe_determinism.fix", "src/transformers/modeling_utils.py",
-    _transformers_file("modeling_utils.py"), "py", ("@gradient_checkpointing_func",), "insert")
+TARGETS = [Target(fix, change) for fix, change in fixture_changes() if change.fixture.mutate]
 
 
 # --------------------------------------------------------------------------- Python sites
@@ -471,29 +439,11 @@ def run_property(target: Target, max_examples: int) -> None:
 
 # --------------------------------------------------------------------------- tests
 
-def test_batchnorm_negative_running_var():
-    run_property(BATCHNORM, 40)
+def examples(text: str) -> int:
+    """40 examples for a small fixture, fewer for a whole upstream file (at least 6)."""
+    return max(6, min(40, 400_000 // max(len(text), 1)))
 
 
-def test_te_rocm_unfused_bgrad():
-    run_property(TE_GEMM, 40)
-
-
-def test_addmm_cublaslt_gate_revert():
-    run_property(ADDMM, 40)
-
-
-def test_xla_miopen_rocm_dnn():
-    run_property(XLA_DNN, 40)
-
-
-def test_xla_miopen_autotuner():
-    run_property(XLA_AUTOTUNER, 40)
-
-
-def test_transformers_moe_py():
-    run_property(MOE_PY, 15)
-
-
-def test_transformers_modeling_utils():
-    run_property(MODELING_UTILS, 6)
+@pytest.mark.parametrize("target", TARGETS, ids=[t.name for t in TARGETS])
+def test_reformatted_target_gives_a_correct_edit_or_a_reason(target):
+    run_property(target, examples(target.load()))

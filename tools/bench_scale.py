@@ -3,7 +3,7 @@
     .venv/bin/python tools/bench_scale.py [--files 20000] [--commits 2000] [--runs 3]
 
 For each upstream: one git repository holding only the target files of its
-fixes (tests/test_catalogue.py's trees), and one holding the same files plus
+fixes (every fixture the fixes declare: testing.catalogue_tree), and one holding the same files plus
 --files filler files and --commits commits of history (built with git
 fast-import). Prints the median wall time of `make_patch --all --check` on
 each, their ratio (goal: under 1.5x, since only target blobs are read) and
@@ -22,9 +22,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.test_catalogue import PROJECTS, tree  # noqa: E402
 from tools.fixlib.gitrun import run_git  # noqa: E402
-from tools.fixlib.testing import git, make_repo  # noqa: E402
+from tools.fixlib.registry import discover  # noqa: E402
+from tools.fixlib.testing import catalogue_tree, git, make_repo  # noqa: E402
 
 
 def fast_import(repo: Path, targets: dict[str, str], files: int, commits: int) -> None:
@@ -78,10 +78,10 @@ def main(argv=None) -> int:
     total_big = total_small = 0.0
     with tempfile.TemporaryDirectory() as tmp:
         print(f"| upstream | targets only | {args.files} files, {args.commits} commits | ratio |\n|---|---|---|---|")
-        for project in PROJECTS:
-            small = make_repo(Path(tmp) / f"{project}-small", tree(project))
+        for project in sorted({f.upstream for f in discover()}):
+            small = make_repo(Path(tmp) / f"{project}-small", catalogue_tree(project))
             big = Path(tmp) / f"{project}-big"
-            fast_import(big, tree(project), args.files, args.commits)
+            fast_import(big, catalogue_tree(project), args.files, args.commits)
             s, b = timed(small, args.runs), timed(big, args.runs)
             total_small, total_big = total_small + s, total_big + b
             print(f"| {project} | {s:.2f} s | {b:.2f} s | {b / s:.2f}x |")

@@ -25,7 +25,7 @@ from tools.fixlib.upstream import open_upstream
 
 # The documented ranges: the major version the fixes are written for. torch
 # wheels are ~110 MB each, so only BASE unless asked (--versions torch=...).
-RANGES = {"transformer-engine": "2", "transformers": "5", "pytorch": "=2.13.0"}
+RANGES = {p.name: p.drift_range for p in PROJECTS.values() if p.drift_range}
 
 
 @dataclass

@@ -32,6 +32,26 @@ def lazy(target: str) -> Callable:
     return call
 
 
+class FixtureUnavailable(Exception):
+    """A fixture's text cannot be had here (e.g. its package is not installed)."""
+
+
+def installed_file(package: str, relative: str) -> Callable[[], str]:
+    """A fixture source: `relative` inside the installed `package`, found
+    without importing it (its text is that release's upstream text)."""
+    def load() -> str:
+        import importlib.util
+        from pathlib import Path
+
+        spec = importlib.util.find_spec(package)
+        if spec is None or not spec.origin:
+            raise FixtureUnavailable(f"{package} is not installed")
+        return (Path(spec.origin).parent / relative).read_text(encoding="utf-8")
+
+    load.__qualname__ = f"installed_file({package}, {relative})"
+    return load
+
+
 class FixDeclarationError(ValueError):
     """A fix.py declares something inconsistent (a bug in this repository)."""
 
@@ -85,14 +105,38 @@ class Rewrite:
     present: int  # sites already in fixed form (the presence check)
 
 
+EDITS = ("insert", "replace", "move")
+
+
+@dataclass(frozen=True)
+class Fixture:
+    """The text a FileChange is tested on, declared with it: the catalogue,
+    property and scale tests and the throwaway-fix test find it here.
+
+    source: a file of the fix folder ("fixtures/Blas.cpp": our own text, shaped
+    like upstream's), or a callable returning the text (e.g. the installed
+    wheel's file; it may call pytest.skip when that is absent).
+    mutate: where the property tests reformat the text: qualified function
+    names ("Class.method", "Class::method" in C++), "<module>" for top-level
+    statements, "@name" for functions decorated by `name`. Empty: not mutated.
+    edit: what the fix does to the lines it touches: only inserts, replaces
+    or removes, or moves lines (the property tests check the edit keeps that shape)."""
+
+    source: str | Callable[[], str]
+    mutate: tuple[str, ...] = ()
+    edit: str = "insert"
+
+
 @dataclass(frozen=True)
 class FileChange:
-    """One target file: its transformation and its match contract."""
+    """One target file: its transformation, its match contract and the text it
+    is tested on."""
 
     path: str  # upstream repository-relative path
     transform: Transform
     sites: int = 1  # exactly this many sites must change (or already be fixed)
     optional: bool = False  # a tree without this file still gets the other files' fix
+    fixture: Fixture | None = None
 
 
 @dataclass(frozen=True)
@@ -188,8 +232,17 @@ class Fix:
             problems.append("a match contract must expect at least one site")
         if "\n" in self.title:
             problems.append("title must be one line")
+        if any(c.fixture and c.fixture.edit not in EDITS for c in self.changes):
+            problems.append(f"a fixture's edit must be one of {EDITS}")
         if problems:
             raise FixDeclarationError(f"fix {self.id}: " + "; ".join(problems))
 
     def with_package(self, package: str) -> "Fix":
         return dataclasses.replace(self, package=package)
+
+    def fixture_text(self, change: FileChange, root) -> str:
+        """The text of `change`'s fixture; `root` is the repository root (a Path)."""
+        source = change.fixture.source
+        if callable(source):
+            return source()
+        return (root / self.package.replace(".", "/") / source).read_text(encoding="utf-8")

@@ -1,4 +1,5 @@
-"""The upstream projects fixes target, and how to recognise their trees."""
+"""The upstream projects fixes target, and how to recognise their trees. A new
+upstream project is one Project(...) line here; nothing else names it."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -11,16 +12,20 @@ class Project:
     markers: tuple[str, ...]  # a tree holding any of these paths is this project
     default_spec: str  # what `--upstream default` uses; "" until a fix needs one
     wheel_root: str = ""  # where the wheel's files live in the repository layout
+    # tools/drift_matrix's documented range: "2" = every final 2.x release,
+    # "=2.13.0" = that version only (large wheels); "" = its fixes ship in no wheel
+    drift_range: str = ""
 
 
 PROJECTS: dict[str, Project] = {
     p.name: p
     for p in (
-        Project("pytorch", "torch", ("torch/__init__.py",), "pip:torch==2.13.0"),
+        Project("pytorch", "torch", ("torch/__init__.py",), "pip:torch==2.13.0", drift_range="=2.13.0"),
         Project("transformer-engine", "transformer-engine",
-                ("transformer_engine/__init__.py",), "pip:transformer-engine==2.20.2"),
+                ("transformer_engine/__init__.py",), "pip:transformer-engine==2.20.2", drift_range="2"),
         Project("transformers", "transformers",
-                ("src/transformers/__init__.py",), "pip:transformers==5.23.0", wheel_root="src/"),
+                ("src/transformers/__init__.py",), "pip:transformers==5.23.0", wheel_root="src/",
+                drift_range="5"),
         Project("xla", "", ("xla/stream_executor/BUILD",), ""),
     )
 }

@@ -5,11 +5,14 @@ from __future__ import annotations
 import difflib
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 from tools.fixlib.apply import Status, apply_change
 from tools.fixlib.gitrun import Checkout, clean_env, run_git
-from tools.fixlib.model import Case, Fix
+from tools.fixlib.model import Case, Fix, FixtureUnavailable
+from tools.fixlib.projects import PROJECTS
+from tools.fixlib.registry import REPO_ROOT, discover
 
 
 def change_for(fix: Fix, case: Case):
@@ -89,3 +92,27 @@ def snapshot(repo: Path) -> dict[str, str]:
             "status": Checkout(repo).git("status", "--porcelain", "--ignored").stdout,
             "files": "\n".join(f"{f.relative_to(repo)}:{f.read_bytes().hex()}" for f in files)}
 
+
+
+def make_patch(*args: str, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+    """make_patch in a subprocess: exit code, stdout and stderr as a user sees them."""
+    full_env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), **(env or {})}
+    full_env.pop("MAKE_PATCH_DEBUG", None)
+    return subprocess.run([sys.executable, "-m", "tools.fixlib.cli", *args], cwd=cwd,
+                          capture_output=True, text=True, env=full_env)
+
+
+def fixture_changes(fixes: list[Fix] | None = None, root: Path = REPO_ROOT):
+    """(fix, change) for every declared fixture, from discovery."""
+    return [(fix, change) for fix in (discover(root) if fixes is None else fixes)
+            for change in fix.changes if change.fixture is not None]
+
+
+def catalogue_tree(project: str, root: Path = REPO_ROOT) -> dict[str, str]:
+    """A tree of `project` holding every fixture of its fixes at its upstream
+    path, plus the project's marker file. Raises FixtureUnavailable when one
+    cannot be had here."""
+    tree = {PROJECTS[project].markers[0]: ""}
+    for fix, change in fixture_changes([f for f in discover(root) if f.upstream == project], root):
+        tree[change.path] = fix.fixture_text(change, root)
+    return tree

@@ -4,7 +4,7 @@ Declaration only: the tree transformation is in transform.py (used when the
 checkout's history lacks #172340; otherwise make_patch reverts the commit
 through git), the runtime preference in hotfix.py, the GPU benchmark in repro.py.
 """
-from tools.fixlib.model import Case, Dep3, FileChange, Fix, HotFix, UpstreamCommit, lazy
+from tools.fixlib.model import Case, Dep3, FileChange, Fix, Fixture, HotFix, UpstreamCommit, lazy
 
 from fixes.pytorch.addmm_cublaslt_gate_revert import hotfix
 from fixes.pytorch.addmm_cublaslt_gate_revert.transform import TRANSFORM
@@ -68,7 +68,8 @@ check (isInputCompliesAddmmCudaLt) still decide the Lt path.""",
         last_update="2026-11-22",
     ),
     backends=("cuda",),
-    changes=(FileChange(TARGET, TRANSFORM, sites=1),),
+    changes=(FileChange(TARGET, TRANSFORM, sites=1,
+                        fixture=Fixture("fixtures/Blas.cpp", mutate=("addmm_out_cuda_impl",), edit="replace")),),
     references=("https://github.com/pytorch/pytorch/pull/172340", "https://github.com/pytorch/pytorch/pull/179151",
                 "https://github.com/pytorch/pytorch/pull/181364", "https://github.com/pytorch/pytorch/pull/170571"),
     reverts=UpstreamCommit(pull_request="https://github.com/pytorch/pytorch/pull/172340",

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from tools.fixlib.apply import Status, apply_change
 from tools.fixlib.testing import git, make_repo, snapshot
-from tests.helpers import make_patch
+from tools.fixlib.testing import make_patch
 from fixes.pytorch.addmm_cublaslt_gate_revert.fix import FIX, TARGET
 
 BLAS = (Path(__file__).parent / "fixtures" / "Blas.cpp").read_text()

@@ -3,7 +3,7 @@
 Declaration only; the transformation is in transform.py, the runtime check in
 hotfix.py and the reproducer in repro.py.
 """
-from tools.fixlib.model import Case, Dep3, FileChange, Fix, HotFix, lazy
+from tools.fixlib.model import Case, Dep3, FileChange, Fix, Fixture, HotFix, lazy
 
 from fixes.pytorch.batchnorm_negative_running_var import hotfix
 from fixes.pytorch.batchnorm_negative_running_var.transform import TRANSFORM
@@ -82,7 +82,9 @@ what the fuser is tested on, are unchanged.""",
         last_update="2026-11-22",
     ),
     backends=("rocm",),
-    changes=(FileChange(TARGET, TRANSFORM, sites=1),),
+    changes=(FileChange(TARGET, TRANSFORM, sites=1,
+                        fixture=Fixture("fixtures/test_jit_fuser_te.py", mutate=("TestTEFuser.test_batch_norm",),
+                                        edit="replace")),),
     references=("https://github.com/pytorch/pytorch/pull/177665",
                 "https://github.com/pytorch/pytorch/issues/168755"),
     cases=CASES,

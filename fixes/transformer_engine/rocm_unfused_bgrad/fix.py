@@ -3,7 +3,7 @@
 Declaration only: transformation in transform.py, runtime form in hotfix.py,
 CPU doubles in double.py, reproducer in repro.py.
 """
-from tools.fixlib.model import Case, Dep3, FileChange, Fix, HotFix, lazy
+from tools.fixlib.model import Case, Dep3, FileChange, Fix, Fixture, HotFix, lazy
 
 from fixes.transformer_engine.rocm_unfused_bgrad import hotfix
 from fixes.transformer_engine.rocm_unfused_bgrad.transform import TRANSFORM
@@ -98,7 +98,8 @@ the delay_wgrad_compute tests compare equal bitwise. CUDA is unchanged.""",
         last_update="2026-11-22",
     ),
     backends=("rocm",),
-    changes=(FileChange(TARGET, TRANSFORM, sites=1),),
+    changes=(FileChange(TARGET, TRANSFORM, sites=1,
+                        fixture=Fixture("fixtures/gemm_rocm.py", mutate=("general_gemm",), edit="insert")),),
     references=("https://github.com/ROCm/TransformerEngine/pull/634",),
     cases=CASES,
     hotfix=HotFix(apply=hotfix.enable, remove=hotfix.disable, description=hotfix.__doc__.split("\n")[0]),

@@ -10,7 +10,7 @@ from tools.fixlib.apply import Status, apply_change
 from tools.fixlib.projects import PROJECTS
 from tools.fixlib.testing import git, only_insertions
 from tools.fixlib.upstream import materialise_wheel
-from tests.helpers import make_patch
+from tools.fixlib.testing import make_patch
 from fixes.transformer_engine.rocm_unfused_bgrad.double import check_fix
 from fixes.transformer_engine.rocm_unfused_bgrad.fix import FIX, TARGET
 

@@ -4,7 +4,7 @@ Declaration only. Runtime: pin.py (routing pin), conv1d.py, attention.py,
 recipe.py (all of them in one call). Upstream form: transform.py. CPU
 reproducer: repro.py; GPU determinism runs: train.py.
 """
-from tools.fixlib.model import Case, Dep3, FileChange, Fix, HotFix, lazy
+from tools.fixlib.model import Case, Dep3, FileChange, Fix, Fixture, HotFix, installed_file, lazy
 
 from fixes.transformers.moe_determinism.transform import (
     CHECKPOINTING_TRANSFORM, MODELING_UTILS_PY, MOE_PY, MOE_TRANSFORM)
@@ -83,8 +83,13 @@ use_reentrant=False.""",
     dep3=Dep3(origin="vendor", forwarded="no", last_update="2026-11-22",
               bug="https://github.com/NVIDIA-NeMo/Automodel/pull/3156"),
     backends=("rocm", "cuda", "cpu"),
-    changes=(FileChange(MOE_PY, MOE_TRANSFORM, sites=1),
-             FileChange(MODELING_UTILS_PY, CHECKPOINTING_TRANSFORM, sites=1)),
+    # tested on the installed transformers' own files: that release's upstream text
+    changes=(FileChange(MOE_PY, MOE_TRANSFORM, sites=1,
+                        fixture=Fixture(installed_file("transformers", "integrations/moe.py"),
+                                        mutate=("<module>",), edit="insert")),
+             FileChange(MODELING_UTILS_PY, CHECKPOINTING_TRANSFORM, sites=1,
+                        fixture=Fixture(installed_file("transformers", "modeling_utils.py"),
+                                        mutate=("@gradient_checkpointing_func",), edit="insert"))),
     references=("https://github.com/NVIDIA/Megatron-LM/blob/main/megatron/core/transformer/moe/router_replay.py",),
     cases=CASES,
     hotfix=HotFix(apply=_apply, remove=_remove,

@@ -16,7 +16,7 @@ import transformers
 
 from tools.fixlib.apply import Status, apply_change
 from tools.fixlib.testing import git, only_insertions
-from tests.helpers import make_patch
+from tools.fixlib.testing import make_patch
 from fixes.transformers.moe_determinism.fix import FIX
 
 WHEEL_VERSIONS = os.environ.get("TRANSFORMERS_WHEEL_VERSIONS", "5.2.0 5.5.0 5.17.0 5.23.0").split()

@@ -3,7 +3,7 @@
 Declaration only: the C++ transformations are in transform.py, the JAX
 reproducer in repro.py and the warm-up mitigation in mitigation.py.
 """
-from tools.fixlib.model import Case, Dep3, FileChange, Fix, lazy
+from tools.fixlib.model import Case, Dep3, FileChange, Fix, Fixture, lazy
 
 from fixes.xla.miopen_global_mutex.transform import AUTOTUNER, ROCM_DNN
 
@@ -141,8 +141,13 @@ fails.""",
         last_update="2026-11-22",
     ),
     backends=("rocm",),
-    changes=(FileChange(ROCM_DNN_CC, ROCM_DNN, sites=6),
-             FileChange(AUTOTUNER_CC, AUTOTUNER, sites=3, optional=True)),
+    changes=(FileChange(ROCM_DNN_CC, ROCM_DNN, sites=6, fixture=Fixture(
+                 "fixtures/rocm_dnn.cc", edit="replace",
+                 mutate=("MIOpenSupport::PopulateMIOpenFindDb",
+                         "MIOpenSupport::GetMIOpenConvolveAlgorithmsImmediateMode",
+                         "MIOpenSupport::ConvolveRunnerFromDesc", "RocmFusedConvRunner::Create"))),
+             FileChange(AUTOTUNER_CC, AUTOTUNER, sites=3, optional=True, fixture=Fixture(
+                 "fixtures/autotuner_miopen.cc", mutate=("MIOpenBackend::GetSupportedConfigs",), edit="move"))),
     references=("https://github.com/ROCm/xla/pull/777", "https://github.com/ROCm/MIOpen/issues/3955"),
     cases=CASES,
     # No runtime switch: the fix is C++ inside jaxlib. The user-side mitigation

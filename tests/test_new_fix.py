@@ -1,0 +1,151 @@
+"""One folder is one fix: a throwaway sixth fix, written into a temporary copy
+of the repository as its folder only (declaration, transformation, one
+fixture, one inline case), is picked up by discovery, the inline-case test,
+the catalogue test, the property tests and make_patch, with no other file of
+the copy edited."""
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tools.fixlib.registry import REPO_ROOT
+
+FOLDER = Path("fixes/pytorch/throwaway_fill_value")
+FIX_ID = "pytorch-throwaway-fill-value"
+# The folder, exactly as a contributor following README "Adding a fix" writes it.
+FILES = {
+    "__init__.py": "",
+    "BUILD.bazel": 'load("//tools:defs.bzl", "fix_module")\n\nfix_module()\n',
+    "transform.py": '''\
+        """Make fill_value() return 0.0 instead of None (a throwaway example)."""
+        import libcst as cst
+
+        from tools.fixlib.engines.python import PythonTransform, SiteTransformer
+
+
+        class FillValue(SiteTransformer):
+            def visit_FunctionDef(self, node):
+                super().visit_FunctionDef(node)
+                if self.qualname == "fill_value":
+                    self.anchors += 1
+                return True
+
+            def leave_Return(self, original, updated):
+                if self.qualname != "fill_value":
+                    return updated
+                if isinstance(updated.value, cst.Float):
+                    self.present += 1
+                    return updated
+                if isinstance(updated.value, cst.Name) and updated.value.value == "None":
+                    self.changed += 1
+                    return updated.with_changes(value=cst.Float("0.0"))
+                self.problems.append("fill_value returns something else")
+                return updated
+
+
+        TRANSFORM = PythonTransform(FillValue, "fill_value() returns 0.0", "function fill_value")
+        ''',
+    "fix.py": '''\
+        from tools.fixlib.model import Case, Dep3, FileChange, Fix, Fixture
+
+        from fixes.pytorch.throwaway_fill_value.transform import TRANSFORM
+
+        FIX = Fix(
+            id="pytorch-throwaway-fill-value",
+            title="fill_value: return 0.0, not None",
+            upstream="pytorch",
+            description="A throwaway fix written by tests/test_new_fix.py.",
+            dep3=Dep3(origin="vendor", last_update="2026-11-23"),
+            backends=("cpu",),
+            changes=(FileChange("torch/_throwaway.py", TRANSFORM, sites=1,
+                                fixture=Fixture("fixtures/_throwaway.py", mutate=("fill_value",),
+                                                edit="replace")),),
+            cases=(Case("returns None", before="def fill_value():\\n    return None\\n",
+                        after="def fill_value():\\n    return 0.0\\n"),
+                   Case("already 0.0", before="def fill_value():\\n    return 0.0\\n", expect="already-applied")),
+        )
+        ''',
+    "fixtures/_throwaway.py": '''\
+        def fill_value():
+            x = 1
+            return None
+
+
+        def other():
+            return None
+        ''',
+}
+SKIP = {".venv", ".cache", ".git", "__pycache__", ".hypothesis", "out", "patches-out"}
+
+
+def copy_tree(dest: Path) -> Path:
+    shutil.copytree(REPO_ROOT, dest, symlinks=False,
+                    ignore=lambda d, names: [n for n in names if n in SKIP or n.startswith("bazel-")])
+    return dest
+
+
+def digests(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file() and "__pycache__" not in p.parts}
+
+
+def run(copy: Path, *argv: str, **extra_env: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(copy), "PYTHONDONTWRITEBYTECODE": "1", **extra_env}
+    env.pop("XML_OUTPUT_FILE", None)  # the inner pytest must not overwrite Bazel's report
+    return subprocess.run([sys.executable, *argv], cwd=copy, env=env, capture_output=True, text=True)
+
+
+@pytest.fixture(scope="module")
+def copy(tmp_path_factory) -> Path:
+    root = copy_tree(tmp_path_factory.mktemp("tree") / "repo")
+    before = digests(root)
+    for name, text in FILES.items():
+        path = root / FOLDER / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    after = digests(root)
+    changed = {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
+    assert changed == {str(FOLDER / name) for name in FILES}  # the folder, nothing else
+    return root
+
+
+def test_discovery_finds_it(copy):
+    proc = run(copy, "-c", "from tools.fixlib.registry import discover; print([f.id for f in discover()])")
+    assert proc.returncode == 0, proc.stderr
+    assert FIX_ID in proc.stdout
+
+
+def test_inline_cases_run(copy):
+    proc = run(copy, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tools/fix_cases_test.py",
+               FIX_PACKAGE="fixes.pytorch.throwaway_fill_value")  # as its :cases_test target runs it
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "3 passed" in proc.stdout  # its two cases and the declares-cases check
+
+
+def test_catalogue_and_property_tests_include_it(copy):
+    proc = run(copy, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA",
+               "tests/test_catalogue.py", "tests/test_properties.py", "-k", "pytorch or throwaway")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"PASSED tests/test_properties.py::test_reformatted_target_gives_a_correct_edit_or_a_reason[{FIX_ID}" \
+           in proc.stdout
+    assert "PASSED tests/test_catalogue.py::test_deterministic_then_idempotent[pytorch]" in proc.stdout
+
+
+def test_make_patch_applies_it(copy, tmp_path):
+    repo = tmp_path / "pytorch"  # a checkout holding every pytorch fixture, built inside the copy
+    made = run(copy, "-c", "import sys; from pathlib import Path; from tools.fixlib.testing import catalogue_tree, "
+                           "make_repo; make_repo(Path(sys.argv[1]), catalogue_tree('pytorch'))", str(repo))
+    assert made.returncode == 0, made.stderr
+    proc = run(copy, "-m", "tools.fixlib.cli", FIX_ID, "--upstream", str(repo), "--out", str(tmp_path / "o"),
+               "--json")
+    assert proc.returncode == 0, proc.stderr
+    (result,) = json.loads(proc.stdout)["runs"][0]["results"]
+    assert result["status"] == "applied", result
+    patch = (tmp_path / "o" / result["patch"]).read_text()
+    assert "-    return None\n+    return 0.0\n" in patch and patch.count("+    return") == 1  # other() kept
