@@ -49,3 +49,20 @@ def test_dep3_trailers_skip_empty_fields():
     d = Dep3(origin="upstream, https://x/1", last_update="2026-01-01", forwarded="not-needed")
     assert d.trailers() == [("Origin", "upstream, https://x/1"), ("Forwarded", "not-needed"),
                             ("Last-Update", "2026-01-01")]
+
+
+def test_ctrl_c_inside_a_fix_import_is_an_interrupt_not_a_broken_fix(monkeypatch, capsys):
+    """Python 3.11 wraps a KeyboardInterrupt raised while a dataclass is built
+    (libcst's, on import) in a RuntimeError: still Ctrl-C, exit 130."""
+    import types
+    from tools.fixlib import cli, registry
+
+    def interrupted_import(name):
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as err:
+            raise RuntimeError("Error calling __set_name__ on 'Field' instance") from err
+
+    monkeypatch.setattr(registry, "importlib", types.SimpleNamespace(import_module=interrupted_import))
+    assert cli.main(["--all", "--upstream", "default", "--check"]) == 130
+    assert capsys.readouterr().err == "make_patch: interrupted; the checkout was not changed\n"
