@@ -9,6 +9,17 @@ import sys
 from tools.fixlib.early import EARLY_SIGNALS
 
 
+def caused_by_interrupt(err: BaseException) -> bool:
+    """Whether a KeyboardInterrupt is behind `err` (its cause or context chain)."""
+    seen = set()
+    while err is not None and id(err) not in seen:
+        if isinstance(err, KeyboardInterrupt):
+            return True
+        seen.add(id(err))
+        err = err.__cause__ or err.__context__
+    return False
+
+
 def exit_quietly(code: int) -> None:
     """End the process with `code`. Not through Python's normal shutdown: a
     Ctrl-C that hit a string exec (dataclasses, namedtuple) leaves a flag in
@@ -78,16 +89,17 @@ def guarded(prog: str, work, interrupted: str = "interrupted", cleanup=lambda: N
         message, code = f"error: {err}", 2
     except FixDeclarationError as err:
         message, code = f"broken fix declaration: {one_line(err)}", 2
-    except KeyboardInterrupt as err:
-        cleanup()
-        message = interrupted() if callable(interrupted) else interrupted
-        code = 128 + getattr(err, "signum", signal.SIGINT)
-    except Exception as err:  # a bug here: still one line
-        if os.environ.get("MAKE_PATCH_DEBUG"):
-            raise
-        message = (f"internal error: {type(err).__name__}: {one_line(err)} "
-                   "(rerun with MAKE_PATCH_DEBUG=1 for the traceback)")
-        code = 3
+    except BaseException as err:
+        if not isinstance(err, KeyboardInterrupt) and not (isinstance(err, Exception) and caused_by_interrupt(err)):
+            if not isinstance(err, Exception) or os.environ.get("MAKE_PATCH_DEBUG"):
+                raise  # SystemExit and the like; or the traceback asked for
+            message = (f"internal error: {type(err).__name__}: {one_line(err)} "
+                       "(rerun with MAKE_PATCH_DEBUG=1 for the traceback)")
+            code = 3
+        else:  # Ctrl-C, SIGTERM/SIGHUP, or an error a Ctrl-C caused (e.g. wrapped by an import)
+            cleanup()
+            message = interrupted() if callable(interrupted) else interrupted
+            code = 128 + getattr(err, "signum", signal.SIGINT)
     print(f"{prog}: {message}", file=sys.stderr)
     on_error(message, code)
     return None, code

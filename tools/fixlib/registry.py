@@ -4,6 +4,7 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
+from tools.fixlib.errors import caused_by_interrupt
 from tools.fixlib.model import Fix, FixDeclarationError
 from tools.fixlib.projects import PROJECTS
 
@@ -22,7 +23,7 @@ def load(package: str) -> Fix:
     try:
         module = importlib.import_module(f"{package}.fix")
     except Exception as err:  # SyntaxError, ImportError, ...: name the file, not a traceback
-        if interrupted(err):  # Ctrl-C inside an import can surface wrapped (RuntimeError from __set_name__)
+        if caused_by_interrupt(err):  # Ctrl-C inside an import can surface wrapped (RuntimeError from __set_name__)
             raise KeyboardInterrupt from None
         where = package.replace(".", "/") + "/fix.py"
         raise FixDeclarationError(f"{where} cannot be imported: {type(err).__name__}: {err}") from None
@@ -36,17 +37,6 @@ def load(package: str) -> Fix:
         raise FixDeclarationError(f"fix {fix.id}: declared upstream {fix.upstream!r} "
                                   f"but lives under fixes/{package.split('.')[1]}/")
     return fix.with_package(package)
-
-
-def interrupted(err: BaseException) -> bool:
-    """Whether a KeyboardInterrupt is behind `err` (its cause or context chain)."""
-    seen = set()
-    while err is not None and id(err) not in seen:
-        if isinstance(err, KeyboardInterrupt):
-            return True
-        seen.add(id(err))
-        err = err.__cause__ or err.__context__
-    return False
 
 
 def discover(root: Path = REPO_ROOT) -> list[Fix]:
