@@ -93,13 +93,6 @@ def test_check_writes_nothing(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pytorch"]
 
 
-def test_validate_reports_and_passes(tmp_path):
-    repo = pytorch_repo(tmp_path / "pytorch")
-    run = make_patch("--all", "--upstream", str(repo), "--check", "--validate", "--json")
-    result = result_for(json.loads(run.stdout), BN_FIX)
-    assert run.returncode == 0 and result["status"] == "applied"
-
-
 def test_json_report_shape(tmp_path):
     repo = pytorch_repo(tmp_path / "pytorch")
     run = make_patch("--all", "--upstream", str(repo), "--out", str(tmp_path / "o"), "--json")

@@ -110,7 +110,8 @@ def run_one(upstream: Upstream, fixes: list[Fix], validate: bool, progress) -> l
         if outcome.status is Status.APPLIED and fix.reverts:
             outcome = revert_through_git(upstream, outcome, patched)
         if outcome.status is Status.APPLIED and validate and fix.validate:
-            problem = fix.validate({**patched, **outcome.new_files})
+            before = {path: read(path).decode("utf-8") for path in outcome.new_files if read(path) is not None}
+            problem = fix.validate(before, outcome.new_files)
             if problem:
                 outcome = FixOutcome(fix, Status.FAILED, f"validation: {problem}", outcome.files)
         if outcome.status is Status.APPLIED:

@@ -210,9 +210,11 @@ class Fix:
     hotfix: HotFix | None = None
     reverts: UpstreamCommit | None = None
     reproduce: Callable[[], ReproResult] | None = None
-    # Behavioural check of the patched files ({path: text}) for --validate:
-    # returns a problem or None. It must not import or run upstream code.
-    validate: Callable[[Mapping[str, str]], str | None] | None = None
+    # Behavioural check for --validate: validate(before, after), the texts of
+    # the files the fix changes ({path: text}) before and after it; returns a
+    # problem (one line) or None. It runs no more of the upstream's code than
+    # it says (e.g. one patched function, against a double).
+    validate: Callable[[Mapping[str, str], Mapping[str, str]], str | None] | None = None
     package: str = ""  # filled in by discovery: fixes.<upstream>.<name>
 
     def __post_init__(self) -> None:

@@ -77,4 +77,5 @@ check (isInputCompliesAddmmCudaLt) still decide the Lt path.""",
     cases=CASES,
     hotfix=HotFix(apply=hotfix.enable, remove=hotfix.disable, description=hotfix.__doc__.split("\n")[0]),
     reproduce=lazy("fixes.pytorch.addmm_cublaslt_gate_revert.repro:reproduce"),
+    validate=lazy("fixes.pytorch.addmm_cublaslt_gate_revert.validate:check"),
 )

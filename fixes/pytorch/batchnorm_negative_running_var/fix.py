@@ -90,4 +90,5 @@ what the fuser is tested on, are unchanged.""",
     cases=CASES,
     hotfix=HotFix(apply=hotfix.enable, remove=hotfix.disable, description=hotfix.__doc__.split("\n")[0]),
     reproduce=lazy("fixes.pytorch.batchnorm_negative_running_var.repro:reproduce"),
+    validate=lazy("fixes.pytorch.batchnorm_negative_running_var.validate:check"),
 )

@@ -104,4 +104,5 @@ the delay_wgrad_compute tests compare equal bitwise. CUDA is unchanged.""",
     cases=CASES,
     hotfix=HotFix(apply=hotfix.enable, remove=hotfix.disable, description=hotfix.__doc__.split("\n")[0]),
     reproduce=lazy("fixes.transformer_engine.rocm_unfused_bgrad.repro:reproduce"),
+    validate=lazy("fixes.transformer_engine.rocm_unfused_bgrad.validate:check"),
 )

@@ -95,4 +95,5 @@ use_reentrant=False.""",
     hotfix=HotFix(apply=_apply, remove=_remove,
                   description="pinned routing, deterministic conv1d and verified deterministic attention"),
     reproduce=lazy("fixes.transformers.moe_determinism.repro:reproduce"),
+    validate=lazy("fixes.transformers.moe_determinism.validate:check"),
 )

@@ -154,4 +154,5 @@ fails.""",
     # is a call, mitigation.warm_up_one_device_at_a_time (see README.md).
     hotfix=None,
     reproduce=lazy("fixes.xla.miopen_global_mutex.repro:reproduce"),
+    validate=lazy("fixes.xla.miopen_global_mutex.validate:check"),
 )

@@ -1,0 +1,73 @@
+"""--validate runs each fix's behavioural check (Fix.validate) on the patched
+text. For every fix (from discovery), on its declared fixtures: the check
+passes on the transformation's output and rejects the unfixed text (what a
+transformation that edits nothing useful leaves); through make_patch, a wrong
+transformation output becomes `failed` with the check's reason, and exit 1."""
+import json
+
+import pytest
+
+from tools.fixlib import cli
+from tools.fixlib.apply import FixOutcome, Status, apply_change
+from tools.fixlib.model import FixtureUnavailable
+from tools.fixlib.registry import REPO_ROOT, discover
+from tools.fixlib.testing import catalogue_tree, make_patch, make_repo
+
+FIXES = discover()
+
+
+def texts(fix):
+    """{path: fixture text} and {path: the transformation's output} for `fix`."""
+    before, after = {}, {}
+    for change in fix.changes:
+        try:
+            before[change.path] = fix.fixture_text(change, REPO_ROOT)
+        except FixtureUnavailable as err:
+            pytest.skip(str(err))
+        outcome = apply_change(change, before[change.path])
+        assert outcome.status is Status.APPLIED, outcome.detail
+        after[change.path] = outcome.new_text
+    return before, after
+
+
+@pytest.mark.parametrize("fix", FIXES, ids=[f.id for f in FIXES])
+def test_every_fix_declares_a_check_that_passes_the_fix_and_rejects_no_fix(fix):
+    assert fix.validate is not None, f"{fix.id} declares no validate="
+    before, after = texts(fix)
+    assert fix.validate(before, after) is None
+    problem = fix.validate(before, dict(before))
+    assert problem and "\n" not in problem, problem
+
+
+@pytest.mark.parametrize("fix", FIXES, ids=[f.id for f in FIXES])
+def test_a_wrong_output_fails_validation_with_the_reason(tmp_path, monkeypatch, capsys, fix):
+    """make_patch --validate, with the transformation's output replaced by the
+    unfixed text (status applied, as a broken transformation would report)."""
+    try:
+        tree = catalogue_tree(fix.upstream)
+    except FixtureUnavailable as err:
+        pytest.skip(str(err))
+    repo = make_repo(tmp_path / fix.upstream, tree)
+    real = cli.apply_fix
+
+    def wrong(f, read, hint):
+        if f.id != fix.id:
+            return real(f, read, hint)
+        unchanged = {c.path: read(c.path).decode() for c in f.changes if read(c.path) is not None}
+        return FixOutcome(f, Status.APPLIED, "edited (wrongly)", (), unchanged)
+
+    monkeypatch.setattr(cli, "apply_fix", wrong)
+    monkeypatch.setattr(cli, "revert_through_git", lambda upstream, outcome, patched: outcome)
+    assert cli.main([fix.id, "--upstream", str(repo), "--check", "--validate", "--json"]) == 1
+    (result,) = json.loads(capsys.readouterr().out)["runs"][0]["results"]
+    assert result["status"] == "failed" and result["detail"].startswith("validation: "), result
+    before, _ = texts(fix)
+    assert fix.validate(before, before) in result["detail"]  # the check's own reason
+
+
+def test_validate_passes_the_real_transformations(tmp_path):
+    repo = make_repo(tmp_path / "pytorch", catalogue_tree("pytorch"))
+    run = make_patch("--all", "--upstream", str(repo), "--check", "--validate", "--json")
+    assert run.returncode == 0, run.stderr
+    statuses = {r["fix"]: r["status"] for r in json.loads(run.stdout)["runs"][0]["results"]}
+    assert set(statuses.values()) == {"applied"}, statuses
