@@ -25,6 +25,7 @@ class FileOutcome:
     detail: str
     new_text: str | None = None  # set when status is APPLIED
     optional: bool = False  # an optional file that is missing: reported, not counted
+    absent: bool = False  # the file is not in the tree at all
 
 
 @dataclass(frozen=True)
@@ -90,15 +91,15 @@ def check_result(change: FileChange, new_text: str) -> str | None:
 
 
 def apply_fix(fix: Fix, read: Callable[[str], bytes | None],
-              missing: str = "not in this upstream") -> FixOutcome:
+              missing: Callable[[str], str] = lambda path: "not in this upstream") -> FixOutcome:
     """Apply every file change of `fix`; `read(path)` returns None when absent,
-    which is reported as `<path>: <missing>`."""
+    which is reported as `<path>: <missing(path)>`."""
     outcomes = []
     for change in fix.changes:
         data = read(change.path)
         if data is None:
-            outcomes.append(FileOutcome(change.path, Status.NOT_APPLICABLE, f"{change.path}: {missing}",
-                                        optional=change.optional))
+            outcomes.append(FileOutcome(change.path, Status.NOT_APPLICABLE, f"{change.path}: {missing(change.path)}",
+                                        optional=change.optional, absent=True))
             continue
         try:
             text = decode(change.path, data)
@@ -115,6 +116,8 @@ def summarise(fix: Fix, files: tuple[FileOutcome, ...]) -> FixOutcome:
     detail = "; ".join(f.detail + (" (optional, skipped)" if f.optional else "") for f in files)
     if by[Status.FAILED]:
         return FixOutcome(fix, Status.FAILED, "; ".join(f.detail for f in by[Status.FAILED]), files)
+    if absent := [f for f in counted if f.absent]:  # a target file the tree lacks: not this tree's fix
+        return FixOutcome(fix, Status.NOT_APPLICABLE, "; ".join(f.detail for f in absent), files)
     if by[Status.NOT_APPLICABLE] and by[Status.APPLIED]:
         # Never emit half a fix: a partial patch would look like success.
         return FixOutcome(fix, Status.FAILED, "partial match, refusing half a fix: " + detail, files)

@@ -49,13 +49,17 @@ class Upstream:
     max_target_bytes: int = DEFAULT_MAX_TARGET_MIB << 20
     _scratch: ScratchRepo | None = field(default=None, repr=False)
 
-    @property
-    def missing_file_hint(self) -> str:
-        """What to say about a target file this upstream does not have."""
-        if self.spec.startswith("pip:"):
-            return (f"not in the published wheel {self.spec[4:]} (wheels carry no tests or C++ "
-                    f"sources); pass --upstream <{self.project.name} git checkout>")
-        return f"not at HEAD {self.head[:12]}"
+    def missing_file_hint(self, path: str) -> str:
+        """What to say about a target file this upstream does not have: where
+        it looked, and a checkout only where a wheel cannot carry the file."""
+        if not self.spec.startswith("pip:"):
+            return f"not at HEAD {self.head[:12]}"
+        release = self.spec[4:]
+        packages = [marker.rsplit("/", 1)[0] + "/" for marker in self.project.markers]  # torch/, src/transformers/
+        if path.endswith((".py", ".pyi")) and any(path.startswith(p) for p in packages):  # a Python file of the package: the release has no such file
+            return f"not in {release} (its wheel, which carries the package's Python files, has no such file)"
+        return (f"not in the published wheel {release} (wheels carry no tests or C++ sources); "
+                f"pass --upstream <{self.project.name} git checkout>")
 
     @property
     def scratch(self) -> ScratchRepo:

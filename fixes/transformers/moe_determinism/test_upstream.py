@@ -47,3 +47,23 @@ def test_published_wheel_gets_a_patch_that_applies(tmp_path, version):
     git(clone, "am", str(tmp_path / "o" / result["patch"]))
     again = make_patch(FIX.id, "--upstream", str(clone), "--check", "--json")
     assert json.loads(again.stdout)["runs"][0]["results"][0]["status"] == "already-applied"
+
+
+@pytest.mark.skipif(os.environ.get("FIXMONO_NETWORK") != "1", reason="downloads transformers wheels (tag: network)")
+@pytest.mark.parametrize("version", ["4.57.1", "4.57.6"])
+def test_4x_has_no_moe_integration_so_the_fix_is_not_applicable(tmp_path, version):
+    """transformers 4.x has no integrations/moe.py: not-applicable saying where
+    it looked, as a wheel and as a checkout, and no advice to pass a checkout."""
+    run = make_patch(FIX.id, "--upstream", f"pip:transformers=={version}", "--check", "--json")
+    assert run.returncode == 0, run.stderr
+    (result,) = json.loads(run.stdout)["runs"][0]["results"]
+    assert result["status"] == "not-applicable", result
+    assert result["detail"].startswith(f"src/transformers/integrations/moe.py: not in transformers=={version}")
+    assert "--upstream" not in result["detail"]
+    cache = Path(os.environ.get("FIXMONO_CACHE", Path.home() / ".cache/fixmono"))
+    checkout = tmp_path / "tf"
+    shutil.copytree(cache / "upstreams" / f"transformers-{version}", checkout)
+    run = make_patch(FIX.id, "--upstream", str(checkout), "--check", "--json")
+    (result,) = json.loads(run.stdout)["runs"][0]["results"]
+    assert result["status"] == "not-applicable" and "integrations/moe.py: not at HEAD" in result["detail"], result
+    assert "--upstream" not in result["detail"]
