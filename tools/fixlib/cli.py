@@ -26,7 +26,7 @@ from tools.fixlib.patches import (Entry, SeriesWrite, build_commits, check_branc
                                   create_branch, delete_branch, inside, series_files)
 from tools.fixlib.projects import PROJECTS
 from tools.fixlib.registry import discover
-from tools.fixlib.revert import revert_through_git
+from tools.fixlib.revert import confirm_reverted, revert_through_git
 from tools.fixlib.upstream import DEFAULT_MAX_TARGET_MIB, Upstream, open_upstream
 
 DEFAULT_OUT = "patches-out"
@@ -109,6 +109,8 @@ def run_one(upstream: Upstream, fixes: list[Fix], validate: bool, progress) -> l
             outcome = FixOutcome(fix, Status.FAILED, str(err))
         if outcome.status is Status.APPLIED and fix.reverts:
             outcome = revert_through_git(upstream, outcome, patched)
+        elif outcome.status is Status.ALREADY_APPLIED and fix.reverts:
+            outcome = confirm_reverted(upstream, outcome)
         if outcome.status is Status.APPLIED and validate and fix.validate:
             before = {path: read(path).decode("utf-8") for path in outcome.new_files if read(path) is not None}
             problem = fix.validate(before, outcome.new_files)

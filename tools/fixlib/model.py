@@ -193,6 +193,9 @@ class UpstreamCommit:
     pull_request: str  # URL
     subject: str
     sha: str | None = None
+    # what a tree lacks when it predates the commit, e.g. "no cuBLASLt gate here":
+    # such a tree is not-applicable, not already-applied (see revert.confirm_reverted)
+    absent: str = "the reverted change is not here"
 
 
 @dataclass(frozen=True)

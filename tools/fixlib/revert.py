@@ -81,6 +81,21 @@ def inverse_onto(upstream: Upstream, sha: str, parent: str,
     return files
 
 
+def confirm_reverted(upstream: Upstream, outcome: FixOutcome) -> FixOutcome:
+    """A tree without the reverted change (`outcome` already-applied by its
+    text) has the fix only if its history shows a revert: the reverted commit
+    is in it (and so was undone later), or a commit of this fix (`Fix-Id:`).
+    Otherwise the tree predates the commit: not-applicable, saying so."""
+    fix, commit = outcome.fix, outcome.fix.reverts
+    ours = upstream.scratch.run("rev-list", "-n", "1", "-F", f"--grep=Fix-Id: {fix.id}", upstream.head)
+    if ours.stdout.strip() or find_in_history(upstream, commit):
+        return outcome
+    number = commit.pull_request.rstrip("/").rsplit("/", 1)[-1]
+    paths = ", ".join(c.path for c in fix.changes)
+    return dataclasses.replace(outcome, status=Status.NOT_APPLICABLE,
+                               detail=f"{paths}: {commit.absent} (predates #{number})")
+
+
 def revert_through_git(upstream: Upstream, outcome: FixOutcome, patched: dict) -> FixOutcome:
     """`outcome` (the tree transformation, status applied) replaced by the git
     revert when possible; its detail says which way was taken and why."""

@@ -76,3 +76,17 @@ def test_conflicting_revert_falls_back_and_says_why(tmp_path):
     assert r["status"] == "applied" and "conflicts" in r["detail"] and "tree transformation" in r["detail"]
     patch = (tmp_path / "o" / r["patch"]).read_text()
     assert "This reverts commit" not in patch and "test/test_cuda.py" not in patch
+
+
+def test_a_tree_older_than_the_gate_is_not_applicable_not_already_applied(tmp_path):
+    repo = make_repo(tmp_path / "pytorch", {"torch/__init__.py": "", TARGET: UNGATED})
+    r = results(make_patch(FIX.id, "--upstream", str(repo), "--check", "--json"))
+    assert r["status"] == "not-applicable"
+    assert r["detail"] == f"{TARGET}: no cuBLASLt gate here (predates #172340)"
+
+
+def test_a_tree_where_upstream_reverted_the_gate_is_already_applied(tmp_path):
+    repo = history_repo(tmp_path)
+    (repo / TARGET).write_text(UNGATED)
+    git(repo, "commit", "-qam", "Revert \"make addmm aware of cublas backend selection\"")
+    assert results(make_patch(FIX.id, "--upstream", str(repo), "--check", "--json"))["status"] == "already-applied"
