@@ -26,6 +26,7 @@ class FileOutcome:
     new_text: str | None = None  # set when status is APPLIED
     optional: bool = False  # an optional file that is missing: reported, not counted
     absent: bool = False  # the file is not in the tree at all
+    partly: str = ""  # for a file where some sites were already fixed: which, and what the patch adds
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,11 @@ def apply_change(change: FileChange, text: str) -> FileOutcome:
     problem = check_result(change, result.source)
     if problem:
         return FileOutcome(path, Status.FAILED, f"{path}: {problem}")
+    if result.present and (result.added or result.already):  # a partly fixed file: say which parts
+        partly = (f"{path}: already there: {', '.join(result.already) or f'{result.present} site(s)'}; "
+                  f"this patch adds: {', '.join(result.added) or f'{result.changed} site(s)'}")
+        return FileOutcome(path, Status.APPLIED, f"{path}: {result.changed} site(s) changed, {result.present} "
+                           f"already there ({partly.split(': ', 1)[1]})", result.source, partly=partly)
     return FileOutcome(path, Status.APPLIED, f"{path}: {result.changed} site(s) changed", result.source)
 
 
@@ -125,5 +131,7 @@ def summarise(fix: Fix, files: tuple[FileOutcome, ...]) -> FixOutcome:
         return FixOutcome(fix, Status.NOT_APPLICABLE, detail, files)
     if by[Status.APPLIED]:
         new = {f.path: f.new_text for f in by[Status.APPLIED]}
-        return FixOutcome(fix, Status.APPLIED, detail, files, new)
+        partly = [f.partly for f in files if f.partly]
+        note = ("Parts of this fix were already in the tree.\n" + "\n".join(partly)) if partly else ""
+        return FixOutcome(fix, Status.APPLIED, detail, files, new, message_note=note)
     return FixOutcome(fix, Status.ALREADY_APPLIED, detail, files)

@@ -103,6 +103,8 @@ class Rewrite:
     source: str
     changed: int  # sites rewritten by this call
     present: int  # sites already in fixed form (the presence check)
+    added: tuple[str, ...] = ()  # optional names of the changed sites, for the status and commit message
+    already: tuple[str, ...] = ()  # optional names of the present sites
 
 
 EDITS = ("insert", "replace", "move")

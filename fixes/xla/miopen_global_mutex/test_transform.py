@@ -1,4 +1,5 @@
 """The C++ transformations on our fixtures (shaped like ROCm/xla's files)."""
+import json
 import re
 from pathlib import Path
 
@@ -6,6 +7,7 @@ import pytest
 
 from tools.fixlib.apply import Status, apply_change
 from tools.fixlib.engines.cpp import CppDocument
+from tools.fixlib.testing import make_patch, make_repo
 from fixes.xla.miopen_global_mutex.fix import AUTOTUNER_CC, FIX, ROCM_DNN_CC
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -129,3 +131,22 @@ def test_two_definitions_of_populate_find_db_fail_cleanly():
     out = apply_change(CHANGES[ROCM_DNN_CC], ROCM_DNN + "\n" + ROCM_DNN[start:end])
     assert out.status is Status.FAILED
     assert "expected one definition of MIOpenSupport::PopulateMIOpenFindDb, found 2" in out.detail
+
+
+def test_a_partly_fixed_tree_is_told_which_parts_were_there(tmp_path):
+    """Like ROCm/xla#777's head: mutex and three locks there, the GetSolution
+    lock missing. The status and the commit message name both sides."""
+    fixed = apply_change(FIX.changes[0], ROCM_DNN).new_text
+    lines = fixed.splitlines(True)
+    function = next(i for i, l in enumerate(lines) if "MIOpenSupport::GetMIOpenConvolveAlgorithmsImmediateMode(" in l)
+    lock = next(i for i in range(function, len(lines)) if "global_lock(" in lines[i])
+    partial = "".join(lines[:lock] + lines[lock + 1:])
+    repo = make_repo(tmp_path / "xla", {"xla/stream_executor/BUILD": "", ROCM_DNN_CC: partial})
+    run = make_patch(FIX.id, "--upstream", str(repo), "--out", str(tmp_path / "o"), "--json")
+    assert run.returncode == 0, run.stderr
+    (result,) = json.loads(run.stdout)["runs"][0]["results"]
+    assert "1 site(s) changed, 5 already there" in result["detail"]
+    assert "this patch adds: the lock in GetMIOpenConvolveAlgorithmsImmediateMode" in result["detail"]
+    patch = (tmp_path / "o" / result["patch"]).read_text()
+    assert "Parts of this fix were already in the tree." in patch
+    assert "already there: the process-wide mutex, the lock in PopulateMIOpenFindDb" in patch

@@ -76,13 +76,14 @@ class RocmDnnLocks(CppTransform):
         existing = ACCEPTED_MUTEX.search(text)
         mutex = existing.group(1) if existing else MUTEX
         if existing:
-            plan.present += 1
+            plan.found("the process-wide mutex")
         else:
             semicolon = access[0].next_sibling
             if semicolon is None or semicolon.type != ";":
                 plan.problems.append("class MIOpenAccess is not followed by ';'")
                 return plan
-            plan.change(Edit(semicolon.end_byte, semicolon.end_byte, MUTEX_DECL.format(name=mutex)))
+            plan.change(Edit(semicolon.end_byte, semicolon.end_byte, MUTEX_DECL.format(name=mutex)),
+                        what="the process-wide mutex")
         lock = lock_statement(doc, mutex)
         regions = {}
         for name, (where, covers) in LOCKS.items():
@@ -102,8 +103,9 @@ class RocmDnnLocks(CppTransform):
         body = functions[0].child_by_field_name("body")
         held = [d for d in walk(body) if d.type == "declaration" and
                 re.match(rf"absl::MutexLock\s+\w+\s*[({{]\s*&?\s*{mutex}\s*[)}}]", doc.text(d))]
+        short = name.removeprefix("MIOpenSupport::")
         if held:
-            plan.present += 1
+            plan.found(f"the lock in {short}")
             return held[0].start_byte, held[0].parent
         if where == "start":
             anchor = body.named_children[0] if body.named_children else None
@@ -121,7 +123,7 @@ class RocmDnnLocks(CppTransform):
             return
         indent = indent_at(doc.src, anchor.start_byte)
         at = line_start(doc.src, anchor.start_byte)
-        plan.change(Edit(at, at, f"{indent}{lock}\n"))
+        plan.change(Edit(at, at, f"{indent}{lock}\n"), what=f"the lock in {short}")
         return anchor.start_byte, block
 
     def _check_no_nested_locking(self, doc, plan, regions) -> None:
@@ -144,7 +146,7 @@ class RocmDnnLocks(CppTransform):
                  and doc.text(s).startswith("LOG(FATAL)") and "scratch memory" in doc.text(s)]
         if not fatal:
             if "ResourceExhaustedError" in doc.text(function):
-                plan.present += 1
+                plan.found("an error, not LOG(FATAL), on a failed scratch allocation")
             else:
                 plan.problems.append("PopulateMIOpenFindDb: neither the scratch-allocation LOG(FATAL) "
                                      "nor a ResourceExhaustedError")
@@ -162,7 +164,8 @@ class RocmDnnLocks(CppTransform):
         text = (f"return absl::ResourceExhaustedError(absl::StrCat(\n"
                 f"{indent}    \"Failed to allocate scratch memory for MIOpen autotuning (\",\n"
                 f"{indent}    {size}, \" bytes): \", {status_var.group(1)}.status().message()));")
-        plan.change(Edit(log.start_byte, following.end_byte, text))
+        plan.change(Edit(log.start_byte, following.end_byte, text),
+                    what="an error, not LOG(FATAL), on a failed scratch allocation")
 
     def _check_unlocked_fusion_plans(self, doc, plan) -> None:
         """The batch-norm fusion plans also call miopenCompileFusionPlan, in their
@@ -209,16 +212,14 @@ class AutotunerFallback(CppTransform):
         defaults = [doc.text(s) for s in guard.child_by_field_name("consequence").named_children]
         for ret in returns:
             self._fallback(doc, plan, ret, defaults)
-        if len(returns) == 0:
-            plan.present += 2  # both calls already have their result checked
-        elif len(returns) == 1:
-            plan.present += 1
+        if len(returns) < 2:  # the other call(s) already have their result checked
+            plan.found("a default-config fallback after each autotuning call", sites=2 - len(returns))
         self._include(doc, plan)
         return plan
 
     def _move_guard(self, doc, plan, guard, first_call) -> None:
         if guard.start_byte < first_call.start_byte:
-            plan.present += 1
+            plan.found("the do_not_autotune_ check before autotuning")
             return
         first = first_call
         while first.parent is not None and first.parent.id != guard.parent.id:
@@ -232,7 +233,8 @@ class AutotunerFallback(CppTransform):
         blank_after = re.match(rb"\r?\n", doc.src[guard_end:guard_end + 2])  # CRLF files too
         at = line_start(doc.src, first.start_byte)
         plan.change(Edit(at, at, text + "\n"),
-                    Edit(guard_start, guard_end + (blank_after.end() if blank_after else 0), ""))
+                    Edit(guard_start, guard_end + (blank_after.end() if blank_after else 0), ""),
+                    what="the do_not_autotune_ check before autotuning")
 
     def _fallback(self, doc, plan, ret, defaults) -> None:
         if ret.parent.type != "compound_statement":
@@ -250,7 +252,7 @@ class AutotunerFallback(CppTransform):
                  *(inner + _reindent(d, inner) for d in defaults),
                  f"{indent}}}",
                  f"{indent}return {var};"]
-        plan.change(Edit(ret.start_byte, ret.end_byte, "\n".join(lines)))
+        plan.change(Edit(ret.start_byte, ret.end_byte, "\n".join(lines)), what=f"a default-config fallback after {name}")
 
     def _include(self, doc, plan) -> None:
         includes = [n for n in walk(doc.root) if n.type == "preproc_include"]

@@ -250,10 +250,18 @@ class Plan:
     changed: int = 0
     present: int = 0
     problems: list[str] = field(default_factory=list)
+    added: list[str] = field(default_factory=list)  # what the changed sites are, for people
+    already: list[str] = field(default_factory=list)  # what the present sites are
 
-    def change(self, *edits: Edit) -> None:
+    def change(self, *edits: Edit, what: str = "") -> None:
         self.edits += edits
         self.changed += 1
+        self.added += [what] if what else []
+
+    def found(self, what: str = "", sites: int = 1) -> None:
+        """`sites` site(s) already in fixed form."""
+        self.present += sites
+        self.already += [what] if what else []
 
 
 class CppTransform:
@@ -274,8 +282,9 @@ class CppTransform:
             raise TransformFailed("; ".join(plan.problems))
         if plan.anchors == 0:
             raise NotApplicable(f"no {self.anchor}")
+        labels = {"added": tuple(plan.added), "already": tuple(plan.already)}
         if not plan.edits:
-            return Rewrite(source, plan.changed, plan.present)
+            return Rewrite(source, plan.changed, plan.present, **labels)
         check_outside_directives(doc.src, plan.edits)
         newline = newline_of(doc.src)  # inserted text follows the file (CRLF stays CRLF)
         edits = [Edit(e.start, e.end, e.text.replace("\r\n", "\n").replace("\n", newline))
@@ -284,4 +293,4 @@ class CppTransform:
         before, after = len(doc.errors()), len(CppDocument(new).errors())
         if after > before:
             raise TransformFailed(f"the edit would add parse errors ({before} -> {after}); refusing it")
-        return Rewrite(new, plan.changed, plan.present)
+        return Rewrite(new, plan.changed, plan.present, **labels)
