@@ -52,8 +52,16 @@ def test_hostile_out_names_stay_names(tmp_path):
     assert not list(tmp_path.rglob("PWNED"))
 
 
+def tool_sources() -> list[Path]:
+    """Every Python file of tools/: modules, and the scripts without a .py name."""
+    scripts = [p for p in (REPO_ROOT / "tools").iterdir() if p.is_file() and p.suffix == ""
+               and p.read_bytes().startswith(b"#!/usr/bin/env python3")]
+    return sorted((REPO_ROOT / "tools").rglob("*.py")) + scripts
+
+
 def test_no_shell_in_the_tools():
-    sources = [p for p in (REPO_ROOT / "tools").rglob("*.py")] + [REPO_ROOT / "tools" / "make_patch"]
+    sources = tool_sources()
+    assert {"make_patch", "fixes", "patch_wheel", "drift_matrix", "compare_weights"} <= {p.name for p in sources}
     offenders = [f"{p.name}: {line.strip()}" for p in sources for line in p.read_text().splitlines()
                  if re.search(r"shell\s*=\s*True|os\.system\(|os\.popen\(", line)]
     assert offenders == []
@@ -63,8 +71,7 @@ def test_git_starts_only_in_the_one_layer():
     """Every git process of the tools goes through tools/fixlib/gitrun.py
     (hardened environment, no transport, allow-listed commands in a checkout),
     and no library runs git behind its back (GitPython is not a dependency)."""
-    sources = [p for p in (REPO_ROOT / "tools").rglob("*.py")] + \
-              [REPO_ROOT / "tools" / name for name in ("make_patch", "patch_wheel", "drift_matrix", "fixes", "compare_weights")]
+    sources = tool_sources()
     starts_git = re.compile(r"""(subprocess\.\w+|Popen|os\.exec\w*|os\.spawn\w*)\(\s*\[?\s*["']git["']""")
     offenders = [f"{p.relative_to(REPO_ROOT)}: {line.strip()}" for p in sources
                  if p.name != "gitrun.py" for line in p.read_text().splitlines()

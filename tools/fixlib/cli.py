@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tools.fixlib.apply import FixOutcome, Status, Unreadable, apply_fix
-from tools.fixlib.errors import UserError, emit, exit_quietly, guarded
+from tools.fixlib.errors import ArgumentParser, UserError, emit, exit_quietly, guarded
 from tools.fixlib.model import Fix
 from tools.fixlib.patches import (Entry, SeriesWrite, build_commits, check_branch_name, check_out_dir,
                                   create_branch, delete_branch, inside, series_files)
@@ -33,13 +33,8 @@ DEFAULT_OUT = "patches-out"
 WRITTEN = False  # set once the series/branch are in place: an interrupt after that changes nothing
 
 
-class Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line, exit 2 (argparse prints usage too)
-        raise UserError(message)
-
-
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = Parser(prog="make_patch", description=__doc__.split("\n")[0])
+    p = ArgumentParser(prog="make_patch", description=__doc__.split("\n")[0])
     p.add_argument("fix_ids", nargs="*", metavar="FIX_ID", help="fixes to apply, in series order")
     p.add_argument("--all", action="store_true", help="every fix for the upstream")
     p.add_argument("--upstream", metavar="PATH_OR_SPEC",

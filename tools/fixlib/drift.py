@@ -17,10 +17,11 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from tools.fixlib.apply import Status, Unreadable, apply_fix
-from tools.fixlib.errors import UserError
+from tools.fixlib.errors import ArgumentParser, UserError, emit, guarded, os_error_as_user_error
 from tools.fixlib.gitrun import run_git
 from tools.fixlib.model import Fix
 from tools.fixlib.projects import PROJECTS
+from tools.fixlib.registry import REPO_ROOT, discover
 from tools.fixlib.upstream import open_upstream
 
 # The documented ranges: the major version the fixes are written for. torch
@@ -173,3 +174,40 @@ def markdown(rows: dict) -> str:
         out += [f"| {c.version} | {c.status} | {c.static} |" for c in cells]
         out.append("")
     return "\n".join(out + [summary(rows)]) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """drift_matrix [--fix ID ...] [--versions PROJECT=V1,V2 ...] [--out REPORT.md]:
+    a markdown table and a summary line; exit 0 unless make_patch failed
+    somewhere, 2 on bad input (every argument checked before any download)."""
+    p = ArgumentParser(prog="drift_matrix", description="make_patch and the static patch across published versions")
+    p.add_argument("--fix", action="append", help="only this fix (repeatable)")
+    p.add_argument("--versions", action="append", default=[], metavar="PROJECT=V1,V2",
+                   help="versions to check instead of the documented range")
+    p.add_argument("--patches", type=Path, default=REPO_ROOT / "patches",
+                   help="the static series (default: patches/)")
+    p.add_argument("--out", type=Path, help="also write the report here")
+
+    def work() -> int:
+        args = p.parse_args(argv)
+        try:
+            fixes = chosen_fixes(args.fix, discover())
+            chosen = parse_versions(args.versions, fixes)
+            if args.out:
+                check_report_path(args.out)
+            versions = {project: chosen.get(project) or published_versions(PROJECTS[project].dist, RANGES[project])
+                        for project in sorted({f.upstream for f in fixes}) if project in RANGES}
+            progress = (lambda m: print(f"  {m}", file=sys.stderr)) if sys.stderr.isatty() else (lambda m: None)
+            rows = matrix(fixes, versions, args.patches, progress)
+        except OSError as err:  # e.g. the wheel cache unwritable: not a bug here
+            raise os_error_as_user_error(err) from None
+        report = markdown(rows)
+        try:
+            emit(report)
+        finally:  # the report of a minutes-long run is kept even if stdout went away
+            if args.out:
+                write_report(args.out, report)
+        return 1 if any(c.status == "failed" for cells in rows.values() for c in cells) else 0
+
+    code, error = guarded("drift_matrix", work, "interrupted; no report was written")
+    return code if error is None else error

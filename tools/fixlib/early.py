@@ -1,8 +1,12 @@
-"""The first thing a tool runs: until its own signal handling is set up
-(imports, the re-exec into the venv), SIGINT/SIGTERM/SIGHUP end it with one
-line and 128+signal. Only built-in modules here (`_signal`, not `signal`,
-which imports enum): the window before this runs stays as short as can be."""
+"""The first thing a tool runs: `launch` is the whole of every script in
+tools/ (the venv re-exec, then the tool module's main()). Until the tool's own
+signal handling is set up (imports, the re-exec), SIGINT/SIGTERM/SIGHUP end it
+with one line and 128+signal. Only built-in modules here (`_signal`, not
+`signal`, which imports enum): the window before this runs stays as short as
+can be."""
+import importlib
 import os
+import sys
 
 import _signal
 
@@ -24,3 +28,19 @@ def hold_across_exec() -> None:
     """Block the signals: the exec'd process starts with them pending, and its
     interrupt_before_start delivers them."""
     _signal.pthread_sigmask(_signal.SIG_BLOCK, EARLY_SIGNALS)
+
+
+def launch(prog: str, module: str, script: str) -> None:
+    """Run `module`.main() for the tool `prog` (its script is `script`): in the
+    project virtualenv (.venv, made by tools/setup) when there is one."""
+    interrupt_before_start(prog)
+    root = os.path.dirname(os.path.dirname(os.path.realpath(script)))
+    venv = os.path.join(root, ".venv")
+    python = os.path.join(venv, "bin", "python")
+    if os.path.exists(python) and os.path.realpath(sys.prefix) != os.path.realpath(venv):
+        hold_across_exec()
+        os.execv(python, [python, script, *sys.argv[1:]])
+    main = importlib.import_module(module).main
+    from tools.fixlib.errors import exit_quietly
+
+    exit_quietly(main())

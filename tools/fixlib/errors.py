@@ -1,6 +1,7 @@
 """How the command-line tools end: bad input is one line and exit code 2,
 Ctrl-C/SIGTERM one line and 128+signal, a bug one line and 3; never a
 traceback (MAKE_PATCH_DEBUG=1 shows it)."""
+import argparse
 import atexit
 import os
 import signal
@@ -38,6 +39,19 @@ def exit_quietly(code: int) -> None:
 
 class UserError(Exception):
     """Bad input. The message is printed as one line; the tool exits 2."""
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse with its errors as UserError: one line and exit 2 (argparse
+    itself prints the usage too). Every tool's parser."""
+
+    def error(self, message: str):
+        raise UserError(message)
+
+
+def os_error_as_user_error(err: OSError) -> UserError:
+    """A file the user named cannot be read or written: bad input, one line."""
+    return UserError(f"{err.filename}: {err.strerror}" if err.filename else str(err))
 
 
 class Interrupted(KeyboardInterrupt):

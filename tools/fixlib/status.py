@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 
 from tools.fixlib.apply import FileOutcome, Status, apply_change, decode, summarise, Unreadable
-from tools.fixlib.errors import UserError, guarded
+from tools.fixlib.errors import ArgumentParser, UserError, guarded
 from tools.fixlib.gitrun import one_line
 from tools.fixlib.model import Fix
 from tools.fixlib.projects import PROJECTS, Project
@@ -187,17 +187,12 @@ def render(report: dict, colour: bool = False) -> str:
 
 
 # --- CLI ---------------------------------------------------------------------------------
-class Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line, exit 2, as make_patch
-        raise UserError(message)
-
-
 def parse_args(argv: list[str]) -> argparse.Namespace:
     if argv and argv[0] == "status":
         argv = argv[1:]
     elif argv and not argv[0].startswith("-"):
         raise UserError(f"unknown command {argv[0]!r} (commands: status)")
-    p = Parser(prog="fixes status", description="which fixes the installed libraries need")
+    p = ArgumentParser(prog="fixes status", description="which fixes the installed libraries need")
     p.add_argument("--run", action="store_true", help="also run each fix's reproducer in a subprocess")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per reproducer (--run)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")

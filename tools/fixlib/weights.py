@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from tools.fixlib.errors import UserError
+from tools.fixlib.errors import ArgumentParser, UserError, emit, guarded, os_error_as_user_error
 
 
 @dataclass(frozen=True)
@@ -65,3 +65,27 @@ def summary(diffs: list[TensorDiff]) -> str:
     deltas = [d.max_abs_delta for d in diffs if d.max_abs_delta is not None]
     return (f"{len(bad)} of {len(diffs)} tensors differ; max |delta| = {max(deltas, default=0.0):.3g}; "
             f"{sum(d.differing or 0 for d in bad)} differing elements")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """compare_weights A B [--all]: exit 0 when every tensor is bitwise equal,
+    1 when any differs, 2 on bad input."""
+    p = ArgumentParser(prog="compare_weights", description="two safetensors files or folders, tensor by tensor")
+    p.add_argument("first", type=Path)
+    p.add_argument("second", type=Path)
+    p.add_argument("--all", action="store_true", help="list equal tensors too")
+
+    def work() -> int:
+        args = p.parse_args(argv)
+        try:
+            diffs = compare(load(args.first), load(args.second))
+        except OSError as err:
+            raise os_error_as_user_error(err) from None
+        lines = [f"{'equal ' if d.equal else 'DIFFER'}  {d.name}  "
+                 f"{d.note or f'max |delta| {d.max_abs_delta:.3g}, {d.differing} differing elements'}"
+                 for d in diffs if args.all or not d.equal]
+        emit("".join(f"{line}\n" for line in lines) + summary(diffs) + "\n")
+        return 0 if all(d.equal for d in diffs) else 1
+
+    code, error = guarded("compare_weights", work, "interrupted")
+    return code if error is None else error

@@ -25,7 +25,7 @@ from pathlib import Path, PurePosixPath
 from packaging.version import InvalidVersion, Version
 
 from tools.fixlib.apply import Status, apply_change
-from tools.fixlib.errors import UserError
+from tools.fixlib.errors import ArgumentParser, UserError, emit, guarded, os_error_as_user_error
 from tools.fixlib.gitrun import clean_env, run_git
 from tools.fixlib.model import Fix
 from tools.fixlib.projects import by_dist
@@ -191,3 +191,26 @@ def verify(wheel: Path, wheel_root: str, fixes: list[Fix]) -> list[str]:
                     raise UserError(f"{fix.id}: installed {installed.relative_to(site)} is {status.value}, not fixed")
                 lines.append(f"{fix.id}: {installed.relative_to(site)} has the fix")
         return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    """patch_wheel WHEEL SERIES_DIR [--out DIR] [--suffix fixmono]: exit 0 when
+    the new wheel is written and verified, 2 on bad input (one line)."""
+    p = ArgumentParser(prog="patch_wheel", description="apply a series' Python-only fixes to a built wheel")
+    p.add_argument("wheel", type=Path)
+    p.add_argument("series", type=Path)
+    p.add_argument("--out", type=Path, default=Path("."), help="where the new wheel goes (default: here)")
+    p.add_argument("--suffix", default="fixmono", help="local version label (default: fixmono)")
+
+    def work() -> int:
+        args = p.parse_args(argv)
+        try:
+            result = patch_wheel(args.wheel, args.series, args.out, args.suffix)
+        except OSError as err:  # an unreadable wheel, --out gone mid-run: bad input, not a bug
+            raise os_error_as_user_error(err) from None
+        emit("".join(f"verified: {line}\n" for line in result.verified)
+             + f"wrote {result.wheel} with {len(result.fixes)} fix(es): {', '.join(result.fixes)}\n")
+        return 0
+
+    code, error = guarded("patch_wheel", work, "interrupted; no wheel was written")
+    return code if error is None else error
