@@ -1,6 +1,10 @@
 """SIGKILL at any point of a series run and of a --branch run: the checkout is
 unchanged (a branch is either absent or complete), --out holds the old or the
-new series, never half, and a rerun succeeds and cleans the leftovers."""
+new series, never half, and a rerun succeeds and cleans the leftovers.
+
+The kills land at named points of the work (scratch.pause_point, a test hook:
+the run says it reached the point and waits there), so each case is known to
+have killed the run where it says; the timed kills below add points between."""
 import os
 import signal
 import subprocess
@@ -10,6 +14,7 @@ import time
 import pytest
 
 from tools.fixlib.registry import REPO_ROOT
+from tools.fixlib.scratch import PAUSE_POINTS
 from tools.fixlib.testing import git, snapshot
 from tests.helpers import BN_FIX, make_patch, pytorch_repo
 
@@ -33,6 +38,46 @@ def series_state(out):
     assert listed is not None and sorted(listed + ["BASE", "series", ".make_patch-manifest"]) == names, \
         f"half a series: {names}"
     return "complete"
+
+
+def run_killed_at(point: str, tmp_path, *args) -> None:
+    """make_patch, SIGKILLed once it reports reaching `point` (asserted)."""
+    reached = tmp_path / "reached"
+    proc = subprocess.Popen([sys.executable, "-m", "tools.fixlib.cli", *args],
+                            env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "FIXMONO_PAUSE_AT": point,
+                                 "FIXMONO_PAUSE_FILE": str(reached)},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while not reached.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert reached.exists() and reached.read_text() == point, f"the run never reached {point}"
+    reached.unlink()
+
+
+@pytest.mark.parametrize("point", PAUSE_POINTS)
+def test_killed_at_each_point_of_a_series_and_branch_run(tmp_path, point):
+    repo = pytorch_repo(tmp_path / "pytorch")
+    out = tmp_path / "out"
+    assert make_patch("--all", "--upstream", str(repo), "--out", str(out)).returncode == 0
+    first = {p.name: p.read_bytes() for p in out.iterdir()}
+    before = snapshot(repo)
+    run_killed_at(point, tmp_path, BN_FIX, "--upstream", str(repo), "--out", str(out), "--branch", "fixes")
+    after = snapshot(repo)
+    assert series_state(out) == "complete"  # the old series, or the same new one
+    branches = git(repo, "for-each-ref", "--format=%(refname)", "refs/heads").split()
+    if point in ("branch-created", "series-swapped", "written"):
+        assert branches == ["refs/heads/fixes", "refs/heads/main"]  # SIGKILL cannot be undone: whole, though
+        assert git(repo, "rev-parse", "fixes~1").strip() == before["head_commit"].strip()
+    else:
+        assert branches == ["refs/heads/main"] and after == before
+    assert {k: v for k, v in after.items() if k != "refs"} == {k: v for k, v in before.items() if k != "refs"}
+    assert not list((repo / ".git").rglob("*.lock"))
+    rerun = make_patch("--all", "--upstream", str(repo), "--out", str(out))
+    assert rerun.returncode == 0, rerun.stderr
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == first
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # the killed run's holder swept
 
 
 @pytest.mark.parametrize("delay", DELAYS)

@@ -27,6 +27,7 @@ from tools.fixlib.patches import (Entry, SeriesWrite, build_commits, check_branc
 from tools.fixlib.projects import PROJECTS
 from tools.fixlib.registry import discover
 from tools.fixlib.revert import confirm_reverted, revert_through_git
+from tools.fixlib.scratch import pause_point
 from tools.fixlib.upstream import DEFAULT_MAX_TARGET_MIB, Upstream, open_upstream
 
 DEFAULT_OUT = "patches-out"
@@ -180,9 +181,11 @@ def execute(args: argparse.Namespace) -> dict:
     fixes = select(discover(), args)
     progress = (lambda msg: print(msg, file=sys.stderr)) if sys.stderr.isatty() else (lambda msg: None)
     jobs = [prepare(args, spec, group) for spec, group in plan(args, fixes)]  # all before any write
+    pause_point("opened")
     for job in jobs:
         if job.upstream is not None:
             job.outcomes = run_one(job.upstream, job.fixes, args.validate, progress)
+    pause_point("transformed")
     failed = any(o.status is Status.FAILED for job in jobs for o in job.outcomes)
     if not failed:  # a failed run writes nothing: the previous series and branches stay as they were
         write(args, jobs)
@@ -205,6 +208,7 @@ def write(args: argparse.Namespace, jobs: list[Job]) -> None:
                 job.patches = [name for name in files if name.endswith(".patch")]
             if args.branch and entries:
                 branches.append((job, build_commits(job.upstream, entries)[-1]))
+        pause_point("staged")
         with signals_held():
             created = []
             try:
@@ -212,8 +216,10 @@ def write(args: argparse.Namespace, jobs: list[Job]) -> None:
                     create_branch(job.upstream, tip, args.branch)
                     created.append((job, tip))
                     job.branch_tip = tip
+                    pause_point("branch-created")
                 for series in writes:
                     series.commit()
+                    pause_point("series-swapped")
             except BaseException:  # undone while signals are still held
                 for series in reversed(writes):
                     series.rollback()
@@ -228,6 +234,7 @@ def write(args: argparse.Namespace, jobs: list[Job]) -> None:
         raise
     for series in writes:
         series.finish()
+    pause_point("written")
 
 
 @contextmanager

@@ -17,6 +17,7 @@ import os
 import re
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 from tools.fixlib.gitrun import GitError, clean_env, one_line, run_git
@@ -24,6 +25,18 @@ from tools.fixlib.gitrun import GitError, clean_env, one_line, run_git
 MARKER = ".make_patch-scratch"
 RUN_DIR = re.compile(r"make_patch-\d+-\w+")
 _run_dir: Path | None = None
+
+
+PAUSE_POINTS = ("opened", "transformed", "staged", "branch-created", "series-swapped", "written")
+
+
+def pause_point(name: str) -> None:
+    """Test hook: with FIXMONO_PAUSE_AT=<name>, write <name> to the file
+    FIXMONO_PAUSE_FILE and wait there, so a test kills the run exactly at this
+    point of its work and knows that it did (tests/test_interruption.py)."""
+    if os.environ.get("FIXMONO_PAUSE_AT") == name:
+        Path(os.environ["FIXMONO_PAUSE_FILE"]).write_text(name)
+        time.sleep(3600)
 
 
 def claim(marker: Path) -> int:
