@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tools.fixlib import status
+from tools.fixlib import hotfixes, status
 from tools.fixlib.apply import Status, apply_change
 from tools.fixlib.projects import PROJECTS
 from tools.fixlib.registry import REPO_ROOT, discover
@@ -105,23 +105,23 @@ def test_hotfix_from_env_is_logged_and_disable_reverts_it(monkeypatch, caplog):
     monkeypatch.setenv("FIXMONO_HOTFIXES", BN_FIX)
     caplog.set_level(logging.INFO, logger="fixmono")
     try:
-        messages = status.enable_from_env()
+        messages = hotfixes.enable_from_env()
         assert len(messages) == 1 and "enabled" in messages[0]
         assert any(r.name == "fixmono" and BN_FIX in r.getMessage() and "enabled" in r.getMessage()
                    for r in caplog.records)
         with pytest.raises(InvalidRunningVar):
             bn(torch.randn(2, 4))
     finally:
-        removed = status.disable_hotfixes([BN_FIX])
+        removed = hotfixes.disable_hotfixes([BN_FIX])
     assert "disabled" in removed[0]
     bn(torch.randn(2, 4))  # no check any more: the hook is gone
 
 
 def test_hotfixes_without_a_runtime_form_are_skipped_with_a_line():
-    messages = status.enable_hotfixes(["xla-rocm-miopen-global-mutex"])
+    messages = hotfixes.enable_hotfixes(["xla-rocm-miopen-global-mutex"])
     assert messages == ["xla-rocm-miopen-global-mutex: no runtime hot-fix (apply the patch and rebuild); skipped"]
     with pytest.raises(ValueError, match="unknown fix id"):
-        status.enable_hotfixes(["no-such-fix"])
+        hotfixes.enable_hotfixes(["no-such-fix"])
 
 
 @pytest.mark.parametrize("args", [["--bogus"], ["frob"], ["status", "--timeout", "0"], ["status", "--timeout", "x"]])

@@ -4,13 +4,13 @@ import json
 
 import pytest
 
-from tools.fixlib.still_needed import CANNOT_RUN, FIXED, STILL_NEEDED, classify
+from tools.fixlib.still_needed import CANNOT_RUN, FIXED_UPSTREAM, STILL_NEEDED, classify
 from tests.helpers import make_patch
 
 
 @pytest.mark.parametrize("code,report,status", [
     (1, {"summary": "differ"}, STILL_NEEDED),
-    (0, {"summary": "agree", "needs": None}, FIXED),
+    (0, {"summary": "agree", "needs": None}, FIXED_UPSTREAM),
     (0, {"summary": "agree on cpu", "needs": "ROCm"}, CANNOT_RUN),
     (77, {"summary": "no GPU", "needs": "a GPU"}, CANNOT_RUN),
     (3, None, CANNOT_RUN),

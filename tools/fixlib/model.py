@@ -183,7 +183,6 @@ class HotFix:
 
     apply: Callable[..., str]
     remove: Callable[[], str]
-    description: str
 
 
 @dataclass(frozen=True)

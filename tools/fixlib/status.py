@@ -1,5 +1,5 @@
-"""`tools/fixes status`: which fixes matter for what is installed here, and the
-runtime hot-fixes, turned on explicitly.
+"""`tools/fixes status`: which fixes matter for what is installed here (the
+runtime hot-fixes are in hotfixes.py).
 
 For each fix: its project, the installed version of the project's distribution,
 the backend here, and whether the installed files already contain the fix (the
@@ -7,19 +7,13 @@ fix's presence check run on the installed files, read as text: nothing of the
 upstream package is imported for it). `--run` also runs each reproducer
 (still_needed.check). Exit codes: 0 ok; 2 bad input (one line on stderr);
 3 internal error; 130 interrupted.
-
-Hot-fixes, from Python (or FIXMONO_HOTFIXES=id,id|all and enable_from_env()):
-    enable_hotfixes(["pytorch-batchnorm-negative-running-var"])  # -> messages
-    disable_hotfixes()
 """
 from __future__ import annotations
 
 import argparse
 import importlib.metadata
 import importlib.util
-import inspect
 import json
-import logging
 import os
 import sys
 from pathlib import Path
@@ -31,12 +25,9 @@ from tools.fixlib.model import Fix
 from tools.fixlib.projects import PROJECTS, Project
 from tools.fixlib.registry import discover
 
-log = logging.getLogger("fixmono")
-
-NOT_FIXED, FIXED, NOT_APPLICABLE, FAILED = "not fixed", "already fixed", "not applicable", "failed"
+NOT_FIXED, FIXED, NOT_APPLICABLE, FAILED = "not fixed", "already fixed", "not applicable", "failed"  # installed files; still_needed.py says what reproducers find
 NOT_INSTALLED = "not installed"
 BUILT_IN = "not in the installed package (C++/tests: built into the binary)"
-ENV_VAR = "FIXMONO_HOTFIXES"
 
 
 # --- what is installed -------------------------------------------------------------------
@@ -226,57 +217,6 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(render(report, colour=sys.stdout.isatty() and not os.environ.get("NO_COLOR")), end="")
     return report["exit_code"]
-
-
-# --- runtime hot-fixes -------------------------------------------------------------------
-def _chosen(ids) -> list[Fix]:
-    fixes = discover()
-    if ids is None:
-        return fixes
-    ids = [ids] if isinstance(ids, str) else list(ids)
-    by_id = {f.id: f for f in fixes}
-    if unknown := [i for i in ids if i not in by_id]:
-        raise ValueError(f"unknown fix id(s) {unknown} (known: {', '.join(by_id)})")
-    return [f for f in fixes if f.id in ids]
-
-
-def _accepted(func, kwargs: dict) -> dict:
-    """The keyword arguments `func` takes: enable_hotfixes(model=m) reaches the
-    hot-fixes that have a `model` parameter, and only those."""
-    params = inspect.signature(func).parameters
-    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
-        return kwargs
-    return {k: v for k, v in kwargs.items() if k in params}
-
-
-def enable_hotfixes(ids=None, **kwargs) -> list[str]:
-    """Apply the runtime hot-fix of each chosen fix (all when ids is None), in
-    series order; returns one message per fix, saying what it changed."""
-    messages = []
-    for fix in _chosen(ids):
-        if fix.hotfix is None:
-            messages.append(f"{fix.id}: no runtime hot-fix (apply the patch and rebuild); skipped")
-        else:
-            messages.append(f"{fix.id}: {fix.hotfix.apply(**_accepted(fix.hotfix.apply, kwargs))}")
-    return messages
-
-
-def disable_hotfixes(ids=None) -> list[str]:
-    """Remove the chosen hot-fixes (all when ids is None), in reverse order."""
-    return [f"{fix.id}: {fix.hotfix.remove()}" for fix in reversed(_chosen(ids)) if fix.hotfix]
-
-
-def enable_from_env(environ=None) -> list[str]:
-    """Enable the hot-fixes named in FIXMONO_HOTFIXES ("id,id" or "all") and log
-    each message (logger "fixmono", WARNING: visible without logging set up)."""
-    value = (os.environ if environ is None else environ).get(ENV_VAR, "").strip()
-    if not value:
-        return []
-    ids = None if value == "all" else [i.strip() for i in value.split(",") if i.strip()]
-    messages = enable_hotfixes(ids)
-    for message in messages:
-        log.warning("%s=%s: %s", ENV_VAR, value, message)
-    return messages
 
 
 if __name__ == "__main__":

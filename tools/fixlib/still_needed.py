@@ -15,7 +15,7 @@ import sys
 from tools.fixlib.model import Fix
 from tools.fixlib.registry import REPO_ROOT
 
-STILL_NEEDED, FIXED, CANNOT_RUN = "still-needed", "fixed-upstream", "cannot-run-here"
+STILL_NEEDED, FIXED_UPSTREAM, CANNOT_RUN = "still-needed", "fixed-upstream", "cannot-run-here"
 
 
 def classify(exit_code: int, report: dict | None) -> tuple[str, str]:
@@ -29,7 +29,7 @@ def classify(exit_code: int, report: dict | None) -> tuple[str, str]:
     if exit_code == 0 and needs:
         return CANNOT_RUN, f"not reproduced here, and it needs {needs}: {summary}"
     if exit_code == 0:
-        return FIXED, summary
+        return FIXED_UPSTREAM, summary
     return CANNOT_RUN, f"reproducer failed (exit {exit_code})"
 
 

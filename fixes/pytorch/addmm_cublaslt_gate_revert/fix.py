@@ -75,7 +75,7 @@ check (isInputCompliesAddmmCudaLt) still decide the Lt path.""",
     reverts=UpstreamCommit(pull_request="https://github.com/pytorch/pytorch/pull/172340",
                            subject="make addmm aware of cublas backend selection", absent="no cuBLASLt gate here"),
     cases=CASES,
-    hotfix=HotFix(apply=hotfix.enable, remove=hotfix.disable, description=hotfix.__doc__.split("\n")[0]),
+    hotfix=HotFix(apply=hotfix.enable, remove=hotfix.disable),
     reproduce=lazy("fixes.pytorch.addmm_cublaslt_gate_revert.repro:reproduce"),
     validate=lazy("fixes.pytorch.addmm_cublaslt_gate_revert.validate:check"),
 )

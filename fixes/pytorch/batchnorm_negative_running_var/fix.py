@@ -98,7 +98,7 @@ what the fuser is tested on, are unchanged.""",
     references=("https://github.com/pytorch/pytorch/pull/177665",
                 "https://github.com/pytorch/pytorch/issues/168755"),
     cases=CASES,
-    hotfix=HotFix(apply=hotfix.enable, remove=hotfix.disable, description=hotfix.__doc__.split("\n")[0]),
+    hotfix=HotFix(apply=hotfix.enable, remove=hotfix.disable),
     reproduce=lazy("fixes.pytorch.batchnorm_negative_running_var.repro:reproduce"),
     validate=lazy("fixes.pytorch.batchnorm_negative_running_var.validate:check"),
 )

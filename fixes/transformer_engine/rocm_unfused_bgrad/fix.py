@@ -102,7 +102,7 @@ the delay_wgrad_compute tests compare equal bitwise. CUDA is unchanged.""",
                         fixture=Fixture("fixtures/gemm_rocm.py", mutate=("general_gemm",), edit="insert")),),
     references=("https://github.com/ROCm/TransformerEngine/pull/634",),
     cases=CASES,
-    hotfix=HotFix(apply=hotfix.enable, remove=hotfix.disable, description=hotfix.__doc__.split("\n")[0]),
+    hotfix=HotFix(apply=hotfix.enable, remove=hotfix.disable),
     reproduce=lazy("fixes.transformer_engine.rocm_unfused_bgrad.repro:reproduce"),
     validate=lazy("fixes.transformer_engine.rocm_unfused_bgrad.validate:check"),
 )

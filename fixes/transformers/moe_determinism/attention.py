@@ -115,7 +115,7 @@ def select(shape=TRAINING_SHAPE, dtype=None, device: str | None = None) -> Choic
     trials = [trial(b.name.lower(), sdpa(b), shape, dtype, device) for b in ORDER[kind if device != "cpu" else "cpu"]]
     good = [(t, b) for t, b in zip(trials, ORDER[kind if device != "cpu" else "cpu"]) if t.reproducible]
     if good:
-        best, backend = min(good, key=lambda tb: tb[0].ms)
+        _, backend = min(good, key=lambda tb: tb[0].ms)
         return Choice(backend, device, trials)
     return Choice(None, device, trials)
 

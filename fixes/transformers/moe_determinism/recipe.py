@@ -7,7 +7,7 @@
 What it turns on, each step logged: deterministic algorithms (and the cuBLAS
 workspace setting they need), pinned routing (pin.py), deterministic causal
 conv1d (conv1d.py) and the fastest attention verified to be bitwise
-reproducible here (attention.py; `attention=` names one instead: "eager",
+reproducible here (attention.py; `attention_backend=` names one instead: "eager",
 "math", "flash_attention", ...; FIXMONO_DETERMINISTIC_ATTENTION does the same).
 """
 from __future__ import annotations

@@ -95,7 +95,8 @@ class RocmDnnLocks(CppTransform):
         self._check_unlocked_fusion_plans(doc, plan)
         return plan
 
-    def _lock(self, doc, plan, name, where, covers, mutex, lock) -> None:
+    def _lock(self, doc, plan, name, where, covers, mutex, lock):
+        """Lock `name`; returns (where the lock starts, its block), or None."""
         functions = doc.functions(name)
         if len(functions) != 1:
             plan.problems.append(f"expected one definition of {name}, found {len(functions)}")

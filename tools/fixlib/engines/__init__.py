@@ -1,2 +1,2 @@
-"""Transformation engines: python (libcst). A C++ engine (tree-sitter) plugs in
-beside it by offering the same Transform protocol (tools/fixlib/model.py)."""
+"""Transformation engines: python.py (libcst) and cpp.py (tree-sitter), each
+offering the Transform protocol of tools/fixlib/model.py."""
