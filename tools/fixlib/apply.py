@@ -8,7 +8,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Callable
 
-from tools.fixlib.model import FileChange, Fix, NotApplicable, TargetSyntaxError, TransformFailed
+from tools.fixlib.model import FileChange, Fix, NotApplicable, TargetSyntaxError, TransformFailed, Unreadable
 
 
 class Status(str, enum.Enum):
@@ -37,10 +37,6 @@ class FixOutcome:
     files: tuple[FileOutcome, ...] = ()
     new_files: dict[str, str | None] = field(default_factory=dict)  # path -> patched text (None: deleted)
     message_note: str = ""  # a paragraph for the commit message, e.g. "This reverts commit ..."
-
-
-class Unreadable(Exception):
-    """The target exists but cannot be read as text."""
 
 
 def decode(path: str, data: bytes) -> str:

@@ -19,9 +19,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tools.fixlib.apply import FixOutcome, Status, Unreadable, apply_fix
+from tools.fixlib.apply import FixOutcome, Status, apply_fix
 from tools.fixlib.errors import ArgumentParser, UserError, emit, exit_quietly, guarded
-from tools.fixlib.model import Fix
+from tools.fixlib.model import Fix, Unreadable
 from tools.fixlib.patches import (Entry, SeriesWrite, build_commits, check_branch_name, check_out_dir,
                                   create_branch, delete_branch, inside, series_files)
 from tools.fixlib.projects import PROJECTS

@@ -16,10 +16,10 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from tools.fixlib.apply import Status, Unreadable, apply_fix
+from tools.fixlib.apply import Status, apply_fix
 from tools.fixlib.errors import ArgumentParser, UserError, emit, guarded, os_error_as_user_error
 from tools.fixlib.gitrun import run_git
-from tools.fixlib.model import Fix
+from tools.fixlib.model import Fix, Unreadable
 from tools.fixlib.projects import PROJECTS
 from tools.fixlib.registry import REPO_ROOT, discover
 from tools.fixlib.upstream import open_upstream

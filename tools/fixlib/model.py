@@ -60,6 +60,10 @@ class NotApplicable(Exception):
     """The transformation's anchor (function, class) is not in this source."""
 
 
+class Unreadable(Exception):
+    """The target exists but cannot be read as text (not UTF-8, a directory, a symlink)."""
+
+
 class TargetSyntaxError(Exception):
     """The target file does not parse (message names the line)."""
 

@@ -18,10 +18,10 @@ import os
 import sys
 from pathlib import Path
 
-from tools.fixlib.apply import FileOutcome, Status, apply_change, decode, summarise, Unreadable
+from tools.fixlib.apply import FileOutcome, Status, apply_change, decode, summarise
 from tools.fixlib.errors import ArgumentParser, UserError, guarded
 from tools.fixlib.gitrun import one_line
-from tools.fixlib.model import Fix
+from tools.fixlib.model import Fix, Unreadable
 from tools.fixlib.projects import PROJECTS, Project
 from tools.fixlib.registry import discover
 

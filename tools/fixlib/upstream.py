@@ -19,8 +19,8 @@ from pathlib import Path, PurePosixPath
 from tools.fixlib.errors import UserError
 from tools.fixlib.gitrun import Checkout, GitError, clean_env, one_line, run_git
 from tools.fixlib.scratch import ScratchRepo
+from tools.fixlib.model import Unreadable
 from tools.fixlib.projects import PROJECTS, Project, by_dist
-from tools.fixlib.apply import Unreadable
 
 SYMLINK_MODE = 0o120000
 PIP_SPEC = re.compile(r"^pip:([A-Za-z0-9][A-Za-z0-9._-]*)==([A-Za-z0-9.+!_-]+)$")
