@@ -125,7 +125,7 @@ def test_inline_cases_run(copy):
     proc = run(copy, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tools/fix_cases_test.py",
                FIX_PACKAGE="fixes.pytorch.throwaway_fill_value")  # as its :cases_test target runs it
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "3 passed" in proc.stdout  # its two cases and the declares-cases check
+    assert "4 passed" in proc.stdout  # its two cases, the declares-cases and the distinct-cases checks
 
 
 def test_catalogue_and_property_tests_include_it(copy):

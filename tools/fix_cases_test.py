@@ -20,6 +20,17 @@ def test_every_fix_declares_cases():
             f"{fix.id}: needs at least one applied and one already-applied case"
 
 
+def test_cases_are_distinct():
+    """A case built with .replace()/.format() that stopped matching would
+    silently repeat another one: every case's input must be its own."""
+    for fix in FIXES:
+        seen: dict = {}
+        for case in fix.cases:
+            key = (case.path, case.before)
+            assert key not in seen, f"{fix.id}: cases {seen[key]!r} and {case.name!r} have the same input"
+            seen[key] = case.name
+
+
 @pytest.mark.parametrize("fix,case", PARAMS)
 def test_case(fix, case):
     check_case(fix, case)
