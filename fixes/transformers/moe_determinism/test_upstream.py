@@ -51,7 +51,7 @@ def test_published_wheel_gets_a_patch_that_applies(tmp_path, version):
 
 @pytest.mark.skipif(os.environ.get("FIXMONO_NETWORK") != "1", reason="downloads transformers wheels (tag: network)")
 @pytest.mark.parametrize("version", ["4.57.1", "4.57.6"])
-def test_4x_has_no_moe_integration_so_the_fix_is_not_applicable(tmp_path, version):
+def test_published_wheel_4x_has_no_moe_integration_so_the_fix_is_not_applicable(tmp_path, version):
     """transformers 4.x has no integrations/moe.py: not-applicable saying where
     it looked, as a wheel and as a checkout, and no advice to pass a checkout."""
     run = make_patch(FIX.id, "--upstream", f"pip:transformers=={version}", "--check", "--json")
