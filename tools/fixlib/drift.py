@@ -14,6 +14,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from tools.fixlib.apply import Status, apply_fix
@@ -39,7 +40,7 @@ class Cell:
 
 def published_versions(dist: str, major: str) -> list[str]:
     """Final releases of `dist` whose major version is `major` (pip index: the user's index config)."""
-    if major.startswith("="):
+    if major.startswith("=") and not major.startswith("=="):
         return [major[1:]]
     proc = subprocess.run([sys.executable, "-m", "pip", "index", "versions", dist, "--disable-pip-version-check"],
                           capture_output=True, text=True, env={**os.environ, "PIP_CONSTRAINT": ""})
@@ -47,7 +48,8 @@ def published_versions(dist: str, major: str) -> list[str]:
     if not match:
         raise UserError(f"cannot list versions of {dist}: {(proc.stderr.strip().splitlines() or ['?'])[-1]}")
     versions = [Version(v.strip()) for v in match.group(1).split(",")]
-    return [str(v) for v in sorted(versions) if not v.is_prerelease and str(v.major) == major]
+    wanted = SpecifierSet(major) if major[0] in "<>=!~" else SpecifierSet(f"=={major}.*")
+    return [str(v) for v in sorted(versions) if not v.is_prerelease and v in wanted]
 
 
 def static_patch(project: str, fix: Fix, patches: Path) -> Path | None:

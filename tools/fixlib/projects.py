@@ -13,7 +13,8 @@ class Project:
     default_spec: str  # what `--upstream default` uses; "" until a fix needs one
     wheel_root: str = ""  # where the wheel's files live in the repository layout
     # tools/drift_matrix's documented range: "2" = every final 2.x release,
-    # "=2.13.0" = that version only (large wheels); "" = its fixes ship in no wheel
+    # "=2.13.0" = that version only (large wheels), ">=0.5.1,<0.12" = a
+    # version specifier; "" = its fixes ship in no wheel
     drift_range: str = ""
 
 
@@ -27,6 +28,7 @@ PROJECTS: dict[str, Project] = {
                 ("src/transformers/__init__.py",), "pip:transformers==5.23.0", wheel_root="src/",
                 drift_range="5"),
         Project("xla", "", ("xla/stream_executor/BUILD",), ""),
+        Project("jax", "jax", ("jax/__init__.py",), "pip:jax==0.10.2", drift_range=">=0.5.1,<0.12"),
     )
 }
 

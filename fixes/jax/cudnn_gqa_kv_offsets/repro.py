@@ -1,0 +1,59 @@
+"""Reproducer: packed-sequence kv offsets with grouped-query attention.
+
+    python -m fixes.jax.cudnn_gqa_kv_offsets.repro [--json]
+
+Runs the installed JAX's `_fix_seqlen_offsets` (what dot_product_attention's
+cuDNN path calls before the kernel) on 2 packed sequences, 8 query heads and
+2 KV heads, and compares the kv offsets it hands cuDNN with the right ones
+(computed here with numpy); then the same with the fix applied. Pure jnp:
+the mechanism runs on the CPU. What cuDNN then does with wrong offsets
+(attention over the wrong keys, values read past the buffer: outputs off by
+1e28 in the report) needs an NVIDIA GPU with cuDNN.
+Exit 1 reproduced, 0 not reproduced (this JAX has the fix), 77 skipped (no JAX).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from tools.fixlib.model import ReproResult, Verdict
+
+
+def reproduce() -> ReproResult:
+    try:
+        import jax
+        from fixes.jax.cudnn_gqa_kv_offsets import offsets
+        installed = offsets.module()._fix_seqlen_offsets
+    except (ImportError, AttributeError) as err:
+        return ReproResult(Verdict.SKIPPED, f"needs jax with jax._src.cudnn.fused_attention_stablehlo: {err}")
+    before = offsets.run_case(installed)
+    after = offsets.run_case(offsets.fixed_function())
+    details = {"jax": jax.__version__, "unpatched": before, "patched": after}
+    where = f"jax {jax.__version__}, CPU, {offsets.N} query heads / {offsets.K} KV heads"
+    if not after["kv_right"] or not after["q_right"]:
+        return ReproResult(Verdict.REPRODUCED, f"{where}: even the patched function gives wrong offsets", details)
+    if before["kv_right"]:
+        return ReproResult(Verdict.NOT_REPRODUCED, f"{where}: kv offsets right without the patch "
+                                                   f"(this JAX has the fix)", details)
+    return ReproResult(Verdict.REPRODUCED,
+                       f"{where}: {before['wrong_kv']}/{before['kv_total']} kv offsets wrong "
+                       f"({before['kv_offsets']} instead of {before['expected_kv_offsets']}: scaled by the "
+                       f"query heads); patched: all right", details, needs="cuda (cuDNN) to see the attention output")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--json", action="store_true")
+    args = p.parse_args(argv)
+    result = reproduce()
+    if args.json:
+        print(json.dumps({"verdict": result.verdict.value, "summary": result.summary, "details": result.details,
+                          "needs": result.needs}, indent=2))
+    else:
+        print(f"{result.verdict.value}: {result.summary}")
+    return result.verdict.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
