@@ -9,8 +9,7 @@ import inspect
 
 import numpy as np
 
-from fixes.jax.cudnn_gqa_kv_offsets.transform import FUNCTION, TRANSFORM
-
+FUNCTION = "_fix_seqlen_offsets"
 MODULE = "jax._src.cudnn.fused_attention_stablehlo"
 # 2 sequences of 8 tokens, each packed with 2 segments; 8 query heads, 2 KV heads (GQA), head dim 4
 B, T, S, N, K, H = 2, 8, 8, 8, 2, 4
@@ -41,6 +40,8 @@ def installed_source() -> str:
 def fixed_function():
     """The installed function with the transformation applied (or as it is,
     when the installed JAX already has the fix)."""
+    from fixes.jax.cudnn_gqa_kv_offsets.transform import TRANSFORM  # libcst: not needed by the rest
+
     rewrite = TRANSFORM.rewrite(installed_source())
     return function_from(rewrite.source, vars(module()))
 
