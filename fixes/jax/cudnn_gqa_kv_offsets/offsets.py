@@ -4,9 +4,6 @@ transformation applied, and a grouped-query case whose right answer is
 computed here with numpy, independently of JAX."""
 from __future__ import annotations
 
-import ast
-import inspect
-
 import numpy as np
 
 FUNCTION = "_fix_seqlen_offsets"
@@ -26,15 +23,15 @@ def module():
 
 def function_from(source: str, namespace: dict):
     """`_fix_seqlen_offsets` defined from `source`, with the module's globals."""
-    tree = ast.parse(source)
-    (node,) = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == FUNCTION]
-    scope = dict(namespace)
-    exec(compile(ast.Module(body=[node], type_ignores=[]), f"<{FUNCTION}>", "exec"), scope)  # noqa: S102
-    return scope[FUNCTION]
+    from tools.fixlib.runtime import define
+
+    return define(source, FUNCTION, namespace)
 
 
 def installed_source() -> str:
-    return inspect.getsource(module())
+    from tools.fixlib.runtime import module_source
+
+    return module_source(MODULE)
 
 
 def fixed_function():

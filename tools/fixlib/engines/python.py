@@ -24,7 +24,19 @@ class SiteTransformer(cst.CSTTransformer):
         self.changed = 0  # sites rewritten
         self.present = 0  # sites already in fixed form
         self.problems: list[str] = []  # anchor found, but not in a shape we can edit
+        self.added: list[str] = []  # names of changed sites, where a fix has several (for a partly fixed file)
+        self.already: list[str] = []  # names of present sites, likewise
         self._scope: list[str] = []
+
+    def change(self, site: str) -> None:
+        """Count a site rewritten, by name."""
+        self.changed += 1
+        self.added.append(site)
+
+    def found(self, site: str) -> None:
+        """Count a site already in fixed form, by name."""
+        self.present += 1
+        self.already.append(site)
 
     @property
     def qualname(self) -> str:
@@ -68,7 +80,8 @@ class PythonTransform:
             raise TransformFailed("; ".join(transformer.problems))
         if transformer.anchors == 0:
             raise NotApplicable(f"no {self.anchor}")
-        return Rewrite(new.code, transformer.changed, transformer.present)
+        return Rewrite(new.code, transformer.changed, transformer.present,
+                       tuple(transformer.added), tuple(transformer.already))
 
 
 def parse(source: str) -> cst.Module:
