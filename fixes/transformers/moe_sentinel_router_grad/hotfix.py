@@ -1,0 +1,43 @@
+"""Runtime form: the "batched_mm" experts implementation registered again,
+transformed (sentinel slots masked out of the routing weights). Experts
+modules look their implementation up in `ExpertsInterface` at every call, so
+models built before enable() pick it up too. A local override a user set on
+an ExpertsInterface instance is theirs and left alone."""
+from __future__ import annotations
+
+KEY = "batched_mm"
+_original = None
+
+
+def enable() -> str:
+    global _original
+    try:
+        from fixes.transformers.moe_sentinel_router_grad import experts
+        moe = experts.module()
+    except ImportError as err:
+        return f"transformers with integrations.moe is not importable here ({err}); nothing to do"
+    if _original is not None:
+        return "already enabled"
+    from fixes.transformers.moe_sentinel_router_grad.transform import TRANSFORM
+    from tools.fixlib.model import NotApplicable
+    from tools.fixlib.runtime import module_source
+
+    try:
+        if TRANSFORM.rewrite(module_source(moe)).changed == 0:
+            return "this transformers already keeps sentinel slots out of the router gradient; nothing to do"
+    except NotApplicable as err:
+        return f"not enabled: {err} in this transformers"
+    _original = moe.ExpertsInterface._global_mapping[KEY]
+    moe.ExpertsInterface.register(KEY, experts.fixed_function())
+    return f'enabled: experts implementation "{KEY}" masks EP sentinel slots out of the router gradient'
+
+
+def disable() -> str:
+    global _original
+    if _original is None:
+        return "not enabled; nothing to do"
+    from fixes.transformers.moe_sentinel_router_grad import experts
+
+    experts.module().ExpertsInterface.register(KEY, _original)
+    _original = None
+    return f'disabled: the installed "{KEY}" is back'
