@@ -24,7 +24,7 @@ from tools.fixlib.errors import ArgumentParser, UserError, emit, exit_quietly, g
 from tools.fixlib.model import Fix, Unreadable
 from tools.fixlib.patches import (Entry, SeriesWrite, build_commits, check_branch_name, check_out_dir,
                                   create_branch, delete_branch, inside, series_files)
-from tools.fixlib.projects import PROJECTS
+from tools.fixlib.projects import PROJECTS, runs_on
 from tools.fixlib.registry import discover
 from tools.fixlib.revert import confirm_reverted, revert_through_git
 from tools.fixlib.scratch import pause_point
@@ -158,10 +158,10 @@ def prepare(args: argparse.Namespace, spec: str, group: list[Fix]) -> Job:
     upstream.max_target_bytes = int(args.max_target_size * (1 << 20))
     if not args.all:
         for f in group:
-            if f.upstream != upstream.project.name:
+            if not runs_on(f.upstream, upstream.project):
                 raise UserError(f"fix {f.id} targets {f.upstream}, but --upstream {spec} "
                                 f"is a {upstream.project.name} tree")
-    job = Job(group, upstream, [f for f in group if f.upstream == upstream.project.name])
+    job = Job(group, upstream, [f for f in group if runs_on(f.upstream, upstream.project)])
     # a series is written when --out is given, or by default unless --check or --branch
     if args.out or not (args.check or args.branch):
         out = Path(args.out or DEFAULT_OUT)

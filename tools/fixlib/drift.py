@@ -23,7 +23,7 @@ from tools.fixlib.gitrun import run_git
 from tools.fixlib.model import Fix, Unreadable
 from tools.fixlib.projects import PROJECTS
 from tools.fixlib.registry import REPO_ROOT, discover
-from tools.fixlib.upstream import open_upstream
+from tools.fixlib.upstream import NEWER_PYTHONS, open_upstream
 
 # The documented ranges: the major version the fixes are written for. torch
 # wheels are ~110 MB each, so only BASE unless asked (--versions torch=...).
@@ -42,12 +42,15 @@ def published_versions(dist: str, major: str) -> list[str]:
     """Final releases of `dist` whose major version is `major` (pip index: the user's index config)."""
     if major.startswith("=") and not major.startswith("=="):
         return [major[1:]]
-    proc = subprocess.run([sys.executable, "-m", "pip", "index", "versions", dist, "--disable-pip-version-check"],
-                          capture_output=True, text=True, env={**os.environ, "PIP_CONSTRAINT": ""})
-    match = re.search(r"Available versions: (.*)", proc.stdout)
-    if not match:
-        raise UserError(f"cannot list versions of {dist}: {(proc.stderr.strip().splitlines() or ['?'])[-1]}")
-    versions = [Version(v.strip()) for v in match.group(1).split(",")]
+    versions: set[Version] = set()
+    # this interpreter's view, then a newer one's: releases that dropped this Python still ship the files
+    for python in ([], ["--python-version", NEWER_PYTHONS[-1]]):
+        proc = subprocess.run([sys.executable, "-m", "pip", "index", "versions", dist, "--disable-pip-version-check",
+                               *python], capture_output=True, text=True, env={**os.environ, "PIP_CONSTRAINT": ""})
+        match = re.search(r"Available versions: (.*)", proc.stdout)
+        if not match and not python:
+            raise UserError(f"cannot list versions of {dist}: {(proc.stderr.strip().splitlines() or ['?'])[-1]}")
+        versions |= {Version(v.strip()) for v in match.group(1).split(",")} if match else set()
     wanted = SpecifierSet(major) if major[0] in "<>=!~" else SpecifierSet(f"=={major}.*")
     return [str(v) for v in sorted(versions) if not v.is_prerelease and v in wanted]
 

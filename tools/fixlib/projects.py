@@ -16,6 +16,9 @@ class Project:
     # "=2.13.0" = that version only (large wheels), ">=0.5.1,<0.12" = a
     # version specifier; "" = its fixes ship in no wheel
     drift_range: str = ""
+    # the project whose repository holds this one's files too (jaxlib is built
+    # from jax-ml/jax): its fixes also run on that project's checkouts
+    part_of: str = ""
 
 
 PROJECTS: dict[str, Project] = {
@@ -29,6 +32,9 @@ PROJECTS: dict[str, Project] = {
                 drift_range="5"),
         Project("xla", "", ("xla/stream_executor/BUILD",), ""),
         Project("jax", "jax", ("jax/__init__.py",), "pip:jax==0.10.2", drift_range=">=0.5.1,<0.12"),
+        # after jax: a jax checkout holds jaxlib/ too and is a jax tree
+        Project("jaxlib", "jaxlib", ("jaxlib/plugin_support.py",), "pip:jaxlib==0.10.2",
+                drift_range=">=0.9.1,<0.13", part_of="jax"),
     )
 }
 
@@ -36,3 +42,8 @@ PROJECTS: dict[str, Project] = {
 def by_dist(dist: str) -> Project | None:
     norm = dist.lower().replace("_", "-")
     return next((p for p in PROJECTS.values() if p.dist and p.dist == norm), None)
+
+
+def runs_on(fix_upstream: str, project: Project) -> bool:
+    """Whether a fix for `fix_upstream` applies to a tree of `project`."""
+    return fix_upstream == project.name or PROJECTS[fix_upstream].part_of == project.name

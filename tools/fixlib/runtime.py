@@ -27,3 +27,12 @@ def define(source: str, qualname: str, namespace: dict) -> Callable:
 def module_source(module: str | ModuleType) -> str:
     module = importlib.import_module(module) if isinstance(module, str) else module
     return inspect.getsource(module)
+
+
+def module_from(source: str, name: str, package: str) -> ModuleType:
+    """`source` run as a fresh module `name` of `package` (relative imports
+    resolve there), not entered in sys.modules."""
+    module = ModuleType(name)
+    module.__package__ = package
+    exec(compile(source, f"<{name}>", "exec"), vars(module))  # noqa: S102
+    return module

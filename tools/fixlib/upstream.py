@@ -55,11 +55,15 @@ class Upstream:
         if not self.spec.startswith("pip:"):
             return f"not at HEAD {self.head[:12]}"
         release = self.spec[4:]
+        for part in PROJECTS.values():  # a file of a wheel built from the same repository (jaxlib for jax)
+            if part.part_of == self.project.name and any(path.startswith(m.split("/")[0] + "/") for m in part.markers):
+                return f"not in {release}: it ships in the {part.dist} wheel (--upstream pip:{part.dist}==VERSION)"
         packages = [marker.rsplit("/", 1)[0] + "/" for marker in self.project.markers]  # torch/, src/transformers/
         if path.endswith((".py", ".pyi")) and any(path.startswith(p) for p in packages):  # a Python file of the package: the release has no such file
             return f"not in {release} (its wheel, which carries the package's Python files, has no such file)"
-        return (f"not in the published wheel {release} (wheels carry no tests or C++ sources); "
-                f"pass --upstream <{self.project.name} git checkout>")
+        what = "files outside its package" if path.endswith((".py", ".pyi")) else "tests or C++ sources"
+        return (f"not in the published wheel {release} (it carries no {what}); "
+                f"pass --upstream <{self.project.part_of or self.project.name} git checkout>")
 
     @property
     def scratch(self) -> ScratchRepo:
@@ -270,6 +274,9 @@ def commit_tree(work: Path, message: str) -> None:
             raise UserError(f"cannot build the scratch repository: git {args[0]}: {one_line(proc.stderr)}")
 
 
+NEWER_PYTHONS = ("3.12", "3.13")  # wheels of releases that dropped this interpreter
+
+
 def download_wheel(dist: str, version: str, dest: Path) -> Path:
     """`pip download --no-deps` of one wheel, honouring the user's pip config
     (index mirrors). A macOS arm64 wheel is tried first: for packages with
@@ -281,8 +288,10 @@ def download_wheel(dist: str, version: str, dest: Path) -> Path:
     small = ["--platform", "macosx_14_0_arm64", "--platform", "macosx_11_0_arm64",
              "--python-version", pyver]
     env = {**os.environ, "PIP_CONSTRAINT": ""}  # a site cap must not hide old versions
+    # last, releases for a newer Python only (jaxlib 0.11+ wants 3.12): we read their files, never import them
+    newer = [small[:4] + ["--python-version", v, "--ignore-requires-python"] for v in NEWER_PYTHONS]
     error = ""
-    for extra in (small, []):
+    for extra in (small, [], *newer):
         proc = subprocess.run(base + extra, env=env, capture_output=True, encoding="utf-8", errors="replace")
         wheels = sorted(dest.glob("*.whl"))
         if proc.returncode == 0 and wheels:

@@ -186,6 +186,11 @@ def verify(wheel: Path, wheel_root: str, fixes: list[Fix]) -> list[str]:
         for fix in fixes:
             for change in fix.changes:
                 installed = site / change.path.removeprefix(wheel_root)
+                if not installed.is_file():  # a file the series' patch did not carry into this wheel either
+                    if change.optional:
+                        lines.append(f"{fix.id}: {change.path} is not in this wheel (optional)")
+                        continue
+                    raise UserError(f"{fix.id}: {change.path} is not in the installed wheel")
                 status = apply_change(change, installed.read_text(encoding="utf-8")).status
                 if status is not Status.ALREADY_APPLIED:
                     raise UserError(f"{fix.id}: installed {installed.relative_to(site)} is {status.value}, not fixed")
