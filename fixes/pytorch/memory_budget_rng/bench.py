@@ -3,7 +3,7 @@
     python -m fixes.pytorch.memory_budget_rng.bench [--steps 20] [--backend inductor] [--device cpu] [--json]
 
 A 4-block MLP (512 -> 2048 -> 512, dropout 0.1 after each linear, residual),
-batch 32 x 128 tokens, compiled at activation_memory_budget 0, 0.5 and 1 with
+batch 32 x 128 tokens (--batch), compiled at activation_memory_budget 0, 0.5 and 1 with
 the installed partitioner and with the fixed one; the two are timed in
 alternation in one process. Reported per budget and partitioner: median step
 time (forward + backward), the bytes the compiled forward saves for the
@@ -18,6 +18,7 @@ import json
 import statistics
 import sys
 import time
+from pathlib import Path
 
 
 def build(device: str):
@@ -64,10 +65,11 @@ def run(args) -> dict:
     from fixes.pytorch.memory_budget_rng import partitioner
 
     torch._dynamo.config.recompile_limit = 64  # one graph per variant, by design
-    fixed = partitioner.fixed_functions()
+    fixed = (partitioner.functions_from(args.fixed_source.read_text()) if args.fixed_source
+             else partitioner.fixed_functions())
     installed = {"OpTypes.is_random": partitioner.module().OpTypes.is_random,
                  "choose_saved_values_set": partitioner.module().choose_saved_values_set}
-    x = torch.randn(32, 128, 512, device=args.device)
+    x = torch.randn(args.batch, 128, 512, device=args.device)
     results = {}
     torch._dynamo.reset()
     for budget in args.budgets:
@@ -104,10 +106,11 @@ def run(args) -> dict:
         # last: the probe resets dynamo, which would recompile the models above
         for name, functions in (("installed", installed), ("fixed", fixed)):
             with partitioner.installed(functions):
-                row[name]["right"] = partitioner.probe("dropout", budget, backend=args.backend)["wrong"] == 0
+                row[name]["right"] = partitioner.probe("dropout", budget, backend=args.backend,
+                                                     device=args.device)["wrong"] == 0
         row["step_ratio"] = round(row["fixed"]["step_ms"] / row["installed"]["step_ms"], 3)
         results[str(budget)] = row
-    return {"torch": torch.__version__, "device": args.device, "backend": args.backend, "steps": args.steps,
+    return {"torch": torch.__version__, "device": args.device, "batch": args.batch, "backend": args.backend, "steps": args.steps,
             "budgets": results}
 
 
@@ -116,7 +119,9 @@ def main(argv=None) -> int:
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--backend", default="inductor")
     p.add_argument("--device", default="cpu")
+    p.add_argument("--batch", type=int, default=32, help="sequences of 128 tokens per step")
     p.add_argument("--budgets", type=float, nargs="+", default=[0.0, 0.5, 1.0])
+    p.add_argument("--fixed-source", type=Path, help="partitioners.py already transformed (where libcst is missing)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     out = run(args)

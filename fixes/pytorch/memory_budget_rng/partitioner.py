@@ -62,16 +62,16 @@ def random_tensor(x, op: str):
         "dropout": lambda: torch.nn.functional.dropout(torch.ones_like(x), 0.5, True),
         "rand_like": lambda: (torch.rand_like(x) > 0.5).to(x.dtype),
         "randn_like": lambda: torch.randn_like(x),
-        "rand": lambda: torch.rand(x.shape),
-        "randn": lambda: torch.randn(x.shape),
+        "rand": lambda: torch.rand(x.shape, device=x.device),
+        "randn": lambda: torch.randn(x.shape, device=x.device),
         "bernoulli": lambda: torch.bernoulli(torch.full_like(x, 0.5)),
         "normal": lambda: torch.normal(torch.zeros_like(x), 1.0),
         "exponential": lambda: torch.empty_like(x).exponential_(),
         "uniform": lambda: torch.empty_like(x).uniform_(),
         "randint_like": lambda: torch.randint_like(x, 0, 3),
-        "multinomial": lambda: torch.multinomial(torch.ones(x.numel()), x.numel(), replacement=True).to(x.dtype),
+        "multinomial": lambda: torch.multinomial(torch.ones_like(x), x.numel(), replacement=True).to(x.dtype),
         "poisson": lambda: torch.poisson(torch.full_like(x, 2.0)),
-        "randperm": lambda: torch.randperm(x.numel()).to(x.dtype),
+        "randperm": lambda: torch.randperm(x.numel(), device=x.device).to(x.dtype),
     }
     return makers[op]()
 
@@ -80,7 +80,8 @@ RANDOM_OPS = ("dropout", "rand_like", "randn_like", "rand", "randn", "bernoulli"
               "uniform", "randint_like", "multinomial", "poisson", "randperm")
 
 
-def probe(op: str, budget: float, backend: str = "aot_eager_decomp_partition", seed: int = 0) -> dict:
+def probe(op: str, budget: float, backend: str = "aot_eager_decomp_partition", seed: int = 0,
+          device: str = "cpu") -> dict:
     """Compile `y = r * x * w` (r from `op`), x = w = 1, at `budget`. The
     forward's r is y itself and d(sum y)/dx = r * w is the r the backward
     used: the gradient is right exactly where x.grad == y."""
@@ -95,10 +96,10 @@ def probe(op: str, budget: float, backend: str = "aot_eager_decomp_partition", s
     with fconfig.patch(activation_memory_budget=budget, enable_autograd_cache=False):
         torch._dynamo.reset()
         compiled = torch.compile(f, backend=backend, fullgraph=True)
-        x = torch.ones(N, requires_grad=True)
-        w = torch.ones(N, requires_grad=True)
+        x = torch.ones(N, device=device, requires_grad=True)
+        w = torch.ones(N, device=device, requires_grad=True)
         y = compiled(x, w)
         y.sum().backward()
     torch._dynamo.reset()
     wrong = int((x.grad != y.detach()).sum())
-    return {"op": op, "budget": budget, "backend": backend, "wrong": wrong, "total": N}
+    return {"op": op, "budget": budget, "backend": backend, "device": device, "wrong": wrong, "total": N}
