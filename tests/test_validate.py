@@ -61,7 +61,7 @@ def test_a_wrong_output_fails_validation_with_the_reason(tmp_path, monkeypatch, 
     assert cli.main([fix.id, "--upstream", str(repo), "--check", "--validate", "--json"]) == 1
     (result,) = json.loads(capsys.readouterr().out)["runs"][0]["results"]
     assert result["status"] == "failed" and result["detail"].startswith("validation: "), result
-    before, _ = texts(fix)
+    before = {c.path: tree[c.path] for c in fix.changes if c.path in tree}  # what make_patch validated
     assert fix.validate(before, before) in result["detail"]  # the check's own reason
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from tools.fixlib.apply import Status, apply_change
 from tools.fixlib.gitrun import Checkout, clean_env, run_git
 from tools.fixlib.model import Case, Fix, FixtureUnavailable
-from tools.fixlib.projects import PROJECTS
+from tools.fixlib.projects import PROJECTS, runs_on
 from tools.fixlib.registry import REPO_ROOT, discover
 
 
@@ -109,10 +109,18 @@ def fixture_changes(fixes: list[Fix] | None = None, root: Path = REPO_ROOT):
 
 
 def catalogue_tree(project: str, root: Path = REPO_ROOT) -> dict[str, str]:
-    """A tree of `project` holding every fixture of its fixes at its upstream
+    """A tree of `project` holding every fixture of the fixes that run on it at its upstream
     path, plus the project's marker file. Raises FixtureUnavailable when one
     cannot be had here."""
     tree = {PROJECTS[project].markers[0]: ""}
-    for fix, change in fixture_changes([f for f in discover(root) if f.upstream == project], root):
-        tree[change.path] = fix.fixture_text(change, root)
+    by_path: dict[str, list] = {}
+    for fix, change in fixture_changes([f for f in discover(root) if runs_on(f.upstream, PROJECTS[project])], root):
+        by_path.setdefault(change.path, []).append((fix, change))
+    for path, pairs in by_path.items():
+        # several fixes on one file: the first of their fixtures on which every one of them applies
+        texts = [fix.fixture_text(change, root) for fix, change in pairs]
+        usable = [t for t in texts if all(apply_change(c, t).status is Status.APPLIED for _, c in pairs)]
+        if not usable:
+            raise AssertionError(f"{path}: no fixture of {[f.id for f, _ in pairs]} lets all of them apply")
+        tree[path] = usable[0]
     return tree

@@ -4,7 +4,7 @@ randomness (pytorch/pytorch#190717, #190758).
 Declaration only: transform.py, partitioner.py (the functions run for real),
 repro.py, hotfix.py, validate.py, bench.py.
 """
-from tools.fixlib.model import Case, Dep3, FileChange, Fix, Fixture, HotFix, lazy
+from tools.fixlib.model import Case, Dep3, FileChange, Fix, Fixture, HotFix, installed_file, lazy
 
 from fixes.pytorch.memory_budget_rng import hotfix
 from fixes.pytorch.memory_budget_rng.transform import TRANSFORM
@@ -81,7 +81,7 @@ value downstream of each random op and the budget governs everything else.""",
     ),
     backends=("cuda", "rocm", "cpu"),
     changes=(FileChange(TARGET, TRANSFORM, sites=3,
-                        fixture=Fixture("fixtures/partitioners.py",
+                        fixture=Fixture(installed_file("torch", "_functorch/partitioners.py"),
                                         mutate=("is_random", "choose_saved_values_set"), edit="replace")),),
     references=("https://github.com/pytorch/pytorch/issues/190717",
                 "https://github.com/pytorch/pytorch/issues/190758",
