@@ -20,13 +20,24 @@ from fixes.transformers.moe_determinism import attention, conv1d
 from fixes.transformers.moe_determinism.pin import enable_pinned_routing
 
 
+# attention_backend / FIXMONO_DETERMINISTIC_ATTENTION, besides "auto" and "eager". SDPBackend
+# is a pybind11 enum: not iterable, so the names are spelled out (torch's and the short ones).
+_B = torch.nn.attention.SDPBackend
+BACKEND_NAMES = {"math": _B.MATH, "flash": _B.FLASH_ATTENTION, "flash_attention": _B.FLASH_ATTENTION,
+                 "efficient": _B.EFFICIENT_ATTENTION, "efficient_attention": _B.EFFICIENT_ATTENTION,
+                 "mem_efficient": _B.EFFICIENT_ATTENTION, "cudnn": _B.CUDNN_ATTENTION,
+                 "cudnn_attention": _B.CUDNN_ATTENTION}
+
+
 def _attention_choice(name: str) -> attention.Choice:
+    name = name.strip().lower()
     if name == "auto":
         return attention.select()
     if name == "eager":
         return attention.Choice(None, "any")
-    backend = {b.name.lower(): b for b in torch.nn.attention.SDPBackend if b.name != "ERROR"}[name]
-    return attention.Choice(backend, "any (not verified: chosen by name)")
+    if name not in BACKEND_NAMES:
+        raise ValueError(f"attention backend {name!r}: expected auto, eager or one of {', '.join(BACKEND_NAMES)}")
+    return attention.Choice(BACKEND_NAMES[name], "any (not verified: chosen by name)")
 
 
 def enable(model, attention_backend: str | None = None) -> list[str]:
