@@ -14,10 +14,10 @@ Exit 1 reproduced, 0 not reproduced (this JAX has the fix), 77 skipped (no JAX).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from tools.fixlib.model import ReproResult, Verdict
+from tools.fixlib.repro import report
 
 
 def reproduce() -> ReproResult:
@@ -46,13 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
-    result = reproduce()
-    if args.json:
-        print(json.dumps({"verdict": result.verdict.value, "summary": result.summary, "details": result.details,
-                          "needs": result.needs}, indent=2))
-    else:
-        print(f"{result.verdict.value}: {result.summary}")
-    return result.verdict.exit_code
+    return report(reproduce(), args.json)
 
 
 if __name__ == "__main__":

@@ -13,17 +13,18 @@ Exit 1 reproduced, 0 not reproduced (this jaxlib finds it), 77 skipped.
 from __future__ import annotations
 
 import argparse
-import json
+import importlib
 import sys
 
 from tools.fixlib.model import ReproResult, Verdict
+from tools.fixlib.repro import report
 
 
 def reproduce() -> ReproResult:
     try:
         import jaxlib
         from fixes.jaxlib.rocm_plugin_discovery import plugin
-        installed = importlib_module(plugin.MODULE)
+        installed = importlib.import_module(plugin.MODULE)
     except (ImportError, AttributeError) as err:
         return ReproResult(Verdict.SKIPPED, f"needs jaxlib with jaxlib.plugin_support: {err}")
     before, after = plugin.finds(installed), plugin.finds(plugin.fixed_module())
@@ -39,23 +40,11 @@ def reproduce() -> ReproResult:
                                            f"jax_rocm10_plugin", details, needs="rocm for the missing FFI handlers")
 
 
-def importlib_module(name: str):
-    import importlib
-
-    return importlib.import_module(name)
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
-    result = reproduce()
-    if args.json:
-        print(json.dumps({"verdict": result.verdict.value, "summary": result.summary, "details": result.details},
-                         indent=2))
-    else:
-        print(f"{result.verdict.value}: {result.summary}")
-    return result.verdict.exit_code
+    return report(reproduce(), args.json)
 
 
 if __name__ == "__main__":

@@ -17,10 +17,10 @@ Exit 1 reproduced, 0 not reproduced (that version has the fix), 77 skipped.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from tools.fixlib.model import ReproResult, Verdict
+from tools.fixlib.repro import report
 
 LAST_AFFECTED = "5.17.0"
 
@@ -70,13 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--version", help="a published transformers release to take the function from")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
-    result = reproduce(args.version)
-    if args.json:
-        print(json.dumps({"verdict": result.verdict.value, "summary": result.summary, "details": result.details},
-                         indent=2))
-    else:
-        print(f"{result.verdict.value}: {result.summary}")
-    return result.verdict.exit_code
+    return report(reproduce(args.version), args.json)
 
 
 if __name__ == "__main__":
