@@ -120,28 +120,28 @@ def parse_versions(specs: list[str], fixes: list[Fix]) -> dict[str, list[str]]:
     return out
 
 
-def check_report_path(path: Path) -> None:
-    """--out, checked before the (minutes-long) run: a file in a writable folder."""
+def check_report_path(path: Path, flag: str = "--out") -> None:
+    """An output path, checked before the (minutes-long) run: a file in a writable folder."""
     path = path.resolve()  # a symlink: its target is the report
     if path.is_dir():
-        raise UserError(f"--out {path} is a directory")
+        raise UserError(f"{flag} {path} is a directory")
     if path.exists() and not path.is_file():
-        raise UserError(f"--out {path} is not a regular file")
+        raise UserError(f"{flag} {path} is not a regular file")
     if not path.parent.is_dir():
-        raise UserError(f"--out {path}: no folder {path.parent}")
+        raise UserError(f"{flag} {path}: no folder {path.parent}")
     try:
         with tempfile.TemporaryFile(dir=path.parent):
             pass
     except OSError as err:
-        raise UserError(f"--out {path}: cannot write in {path.parent}: {err.strerror}") from None
+        raise UserError(f"{flag} {path}: cannot write in {path.parent}: {err.strerror}") from None
 
 
-def write_report(path: Path, text: str) -> None:
-    """Written beside it, then renamed: the report is whole or not there."""
+def write_report(path: Path, data: str | bytes) -> None:
+    """Written beside it, then renamed: the file is whole or not there."""
     path = path.resolve()
     partial = path.with_name(path.name + ".partial")
     try:
-        partial.write_text(text, encoding="utf-8")
+        partial.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
         partial.replace(path)
     except OSError as err:
         raise UserError(f"--out {path}: cannot write the report: {err.strerror}") from None
@@ -192,9 +192,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--patches", type=Path, default=REPO_ROOT / "patches",
                    help="the static series (default: patches/)")
     p.add_argument("--out", type=Path, help="also write the report here")
+    history_args = p.add_argument_group("over git history instead of wheels")
+    history_args.add_argument("--git", type=Path, metavar="CHECKOUT", help="a checkout or bare mirror (one --fix)")
+    history_args.add_argument("--range", dest="rev_range", metavar="A..B", help="commits in A..B (default: all to BASE)")
+    history_args.add_argument("--since", metavar="DATE", help="only commits after DATE (git log --since)")
+    history_args.add_argument("--sample", type=int, metavar="N", help="at most N commits, evenly spread")
+    history_args.add_argument("--tips", action="append", default=[], metavar="GLOB",
+                              help="also these branches' tips (repeatable), e.g. 'rocm-jaxlib-v*'")
+    history_args.add_argument("--base", default="HEAD", help="where the static patch is made (default: HEAD)")
+    history_args.add_argument("--csv", type=Path, help="write the points as CSV here")
+    history_args.add_argument("--png", type=Path, help="write a timeline PNG here")
 
     def work() -> int:
         args = p.parse_args(argv)
+        if args.git is not None:
+            return history_main(args)
         try:
             fixes = chosen_fixes(args.fix, discover())
             chosen = parse_versions(args.versions, fixes)
@@ -216,3 +228,43 @@ def main(argv: list[str] | None = None) -> int:
 
     code, error = guarded("drift_matrix", work, "interrupted; no report was written")
     return code if error is None else error
+
+
+def history_main(args) -> int:
+    """drift_matrix --git: every argument checked before the (long) walk."""
+    from tools.fixlib import history
+    from tools.fixlib.projects import runs_on
+    from tools.fixlib.upstream import detect_project
+
+    fixes = discover()
+    if len(args.fix or []) != 1:
+        raise UserError("--git takes exactly one --fix")
+    (fix,) = [f for f in fixes if f.id == args.fix[0]] or [None]
+    if fix is None:
+        raise UserError(f"unknown fix id: {args.fix[0]} (known: {', '.join(f.id for f in fixes)})")
+    if args.versions:
+        raise UserError("--versions is for wheels; with --git use --range/--since/--tips")
+    if args.sample is not None and args.sample < 1:
+        raise UserError(f"--sample {args.sample}: must be 1 or more")
+    for flag, path in (("--out", args.out), ("--csv", args.csv), ("--png", args.png)):
+        if path:
+            check_report_path(path, flag)
+    try:
+        upstream = history.open_history(args.git.expanduser().resolve(), args.base)
+        project = detect_project(upstream, str(args.git))
+        if not runs_on(fix.upstream, project):
+            raise UserError(f"--fix {fix.id} targets {fix.upstream}; {args.git} is a {project.name} repository")
+        progress = (lambda m: print(f"  {m}", file=sys.stderr)) if sys.stderr.isatty() else (lambda m: None)
+        points = history.history(upstream, fix, args.rev_range, args.since, args.sample, args.tips, progress)
+    except OSError as err:
+        raise os_error_as_user_error(err) from None
+    lines = [f"### {fix.id} over {args.git} (BASE {upstream.head[:12]})", "",
+             "| commit | date | branch | make_patch | its patch | static patch from BASE |", "|---|---|---|---|---|---|"]
+    lines += [f"| {p.commit[:12]} | {p.date[:10]} | {p.ref} | {p.status} | {p.patch} | {p.static} |" for p in points]
+    report = "\n".join(lines + [""] + history.summary(points, upstream.head)) + "\n"
+    emit(report)
+    for path, data in ((args.out, report.encode()), (args.csv, history.to_csv(points).encode()),
+                       (args.png, history.timeline_png(points))):
+        if path:
+            write_report(path, data)
+    return 1 if any(p.status == "failed" for p in points) else 0
