@@ -65,14 +65,24 @@ def test_materialised_repository_is_deterministic_and_cached(tmp_path):
 def test_real_wheels_main_job(tmp_path):
     """The main job against the default upstreams (published wheels). The
     batchnorm fix targets a test file no wheel carries: not-applicable, saying
-    what to pass. The TE fix targets the wheel's gemm.py: applied."""
+    what to pass. The TE fix targets the wheel's gemm.py: applied; so are the
+    Python fixes of the newer seeds (the transformers one already-applied:
+    5.23.0 has it)."""
     run = make_patch("--all", "--upstream", "default", "--out", str(tmp_path / "o"), "--json")
     assert run.returncode == 0, run.stderr
     runs = {r["project"]: r for r in json.loads(run.stdout)["runs"]}
     assert runs["pytorch"]["upstream"] == "pip:torch==2.13.0"
     (bn,) = [x for x in runs["pytorch"]["results"] if x["fix"] == BN_FIX]
     assert bn["status"] == "not-applicable" and "pass --upstream <pytorch git checkout>" in bn["detail"]
-    assert (tmp_path / "o" / "pytorch" / "series").read_text() == ""
+    statuses = {r["fix"]: r["status"] for run_ in runs.values() for r in run_["results"]}
+    # the fixes the default releases carry Python for: applied, or already-applied where the release has the fix
+    assert {k: statuses[k] for k in ("pytorch-memory-budget-rng-recompute", "jax-cudnn-gqa-kv-offsets",
+                                     "jaxlib-rocm-plugin-discovery", "transformers-moe-sentinel-router-grad")} == {
+        "pytorch-memory-budget-rng-recompute": "applied", "jax-cudnn-gqa-kv-offsets": "applied",
+        "jaxlib-rocm-plugin-discovery": "applied", "transformers-moe-sentinel-router-grad": "already-applied"}
+    assert (tmp_path / "o" / "pytorch" / "series").read_text() == "0001-pytorch-memory-budget-rng-recompute.patch\n"
+    for project in ("jax", "jaxlib", "transformers"):
+        assert (tmp_path / "o" / project / "series").read_text().strip(), project
     (xla,) = runs["xla"]["results"]  # no wheel carries XLA's C++
     assert xla["status"] == "not-applicable" and "pass --upstream <xla checkout>" in xla["detail"]
     te = runs["transformer-engine"]["results"]

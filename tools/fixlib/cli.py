@@ -25,6 +25,7 @@ from tools.fixlib.model import Fix, Unreadable
 from tools.fixlib.patches import (Entry, SeriesWrite, build_commits, check_branch_name, check_out_dir,
                                   create_branch, delete_branch, inside, series_files)
 from tools.fixlib.projects import PROJECTS, runs_on
+from tools.fixlib.remote import is_remote
 from tools.fixlib.registry import discover
 from tools.fixlib.revert import confirm_reverted, revert_through_git
 from tools.fixlib.scratch import pause_point
@@ -83,8 +84,9 @@ def check_options(args: argparse.Namespace) -> None:
             raise UserError(f"--{option} is empty")
     if args.check and (args.out or args.branch):
         raise UserError("--check writes nothing: it cannot be combined with --out or --branch")
-    if args.branch and (args.upstream == "default" or args.upstream.startswith("pip:")):
-        raise UserError("--branch needs a git checkout as --upstream")
+    if args.branch and (args.upstream == "default" or args.upstream.startswith("pip:") or is_remote(args.upstream)):
+        raise UserError("--branch needs a git checkout as --upstream (a remote or wheel upstream has no branch "
+                        "of yours to add to)")
 
 
 def run_one(upstream: Upstream, fixes: list[Fix], validate: bool, progress) -> list[FixOutcome]:

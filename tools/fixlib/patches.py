@@ -56,9 +56,8 @@ def patch_name(index: int, fix: Fix) -> str:
 
 def commit(scratch: ScratchRepo, parent: str, entry: Entry) -> str:
     """The commit of `entry` on `parent`, built in the scratch repository."""
-    scratch.git("read-tree", parent)
-    stage(scratch, parent, entry.files)
-    tree = scratch.git("write-tree").strip()
+    base_tree = scratch.git("rev-parse", f"{parent}^{{tree}}").strip()
+    tree = tree_with(scratch, base_tree, entry.files)
     fix = entry.fix
     name, email = re.match(r"^(.*?)\s*<(.+)>$", fix.author).groups()
     date = f"{fix.dep3.last_update}T00:00:00+0000"
@@ -68,16 +67,47 @@ def commit(scratch: ScratchRepo, parent: str, entry: Entry) -> str:
                        input=commit_message(fix, entry.note), env=ident).strip()
 
 
-def stage(scratch: ScratchRepo, base: str, files: dict[str, str | None]) -> None:
-    """Put `files` into the scratch index (read from `base` beforehand)."""
-    for path, text in sorted(files.items()):
-        if text is None:
-            scratch.git("update-index", "--force-remove", "--", path)
-            continue
-        blob = scratch.git("hash-object", "-w", "--stdin", input=text).strip()  # stdin: no filters
-        listed = scratch.git("ls-tree", base, "--", path).split()
-        mode = listed[0] if listed else "100644"
-        scratch.git("update-index", "--add", "--cacheinfo", f"{mode},{blob},{path}")
+def tree_with(scratch: ScratchRepo, base_tree: str, files: dict[str, str | None]) -> str:
+    """`base_tree` with `files` written (None: removed). Only the trees along
+    their paths are read or made: a PyTorch-sized tree is never loaded whole,
+    and a treeless partial clone (`--upstream URL@REF`) has no other trees."""
+    nested: dict = {}
+    for path, text in files.items():
+        *dirs, name = path.split("/")
+        node = nested
+        for d in dirs:
+            node = node.setdefault(d + "/", {})
+        node[name] = text
+    return _tree(scratch, base_tree, nested) or scratch.git("mktree", input="").strip()
+
+
+def _tree(scratch: ScratchRepo, tree: str | None, changes: dict) -> str | None:
+    entries: dict[str, tuple[str, str, str]] = {}  # name -> (mode, type, id)
+    for record in (scratch.git("ls-tree", "-z", tree).split("\0") if tree else []):
+        if record:
+            info, name = record.split("\t", 1)
+            mode, kind, oid = info.split()
+            entries[name] = (mode, kind, oid)
+    for key, value in changes.items():
+        if key.endswith("/"):  # a directory on the way
+            name = key[:-1]
+            old = entries.get(name)
+            sub = _tree(scratch, old[2] if old and old[1] == "tree" else None, value)
+            if sub is None:
+                entries.pop(name, None)
+            else:
+                entries[name] = ("040000", "tree", sub)
+        elif value is None:
+            entries.pop(key, None)
+        else:
+            blob = scratch.git("hash-object", "-w", "--stdin", input=value).strip()  # stdin: no filters
+            mode = entries[key][0] if key in entries and entries[key][1] == "blob" else "100644"
+            entries[key] = (mode, "blob", blob)
+    if not entries:
+        return None
+    listing = "".join(f"{mode} {kind} {oid}\t{name}\0" for name, (mode, kind, oid) in entries.items())
+    # --missing: sibling trees a treeless clone never fetched are referenced, not read
+    return scratch.git("mktree", "-z", "--missing", input=listing).strip()
 
 
 def build_commits(upstream: Upstream, entries: list[Entry]) -> list[str]:
@@ -95,7 +125,9 @@ def format_patch(scratch: ScratchRepo, sha: str, index: int, total: int) -> byte
 
 
 def base_line(upstream: Upstream) -> str:
-    if upstream.spec.startswith("pip:"):
+    from tools.fixlib.remote import is_remote
+
+    if upstream.spec.startswith("pip:") or is_remote(upstream.spec):
         return f"{upstream.spec} {upstream.head}\n"
     return f"commit {upstream.head}\n"
 

@@ -14,7 +14,7 @@ import re
 from tools.fixlib.apply import FixOutcome, Status, apply_change
 from tools.fixlib.gitrun import GitError
 from tools.fixlib.model import UpstreamCommit
-from tools.fixlib.patches import stage
+from tools.fixlib.patches import tree_with
 from tools.fixlib.upstream import Upstream
 
 
@@ -60,8 +60,8 @@ def inverse_onto(upstream: Upstream, sha: str, parent: str,
     """The files the inverse of commit `sha` changes, applied on HEAD plus the
     series' earlier changes (`patched`)."""
     scratch = upstream.scratch
-    scratch.git("read-tree", upstream.head)
-    stage(scratch, upstream.head, patched)
+    head_tree = scratch.git("rev-parse", f"{upstream.head}^{{tree}}").strip()
+    scratch.git("read-tree", tree_with(scratch, head_tree, patched))
     diff = ["diff", "--no-ext-diff", "--no-textconv", "--no-renames", "--no-color"]
     paths = scratch.git(*diff, "--name-only", "-z", sha, parent).split("\0")
     inverse = scratch.git(*diff, "--full-index", "--binary", sha, parent, binary=True)

@@ -110,7 +110,11 @@ def cache_dir() -> Path:
 def open_upstream(spec: str) -> Upstream:
     if not spec.strip():
         raise UserError("--upstream is empty; give a git checkout, pip:NAME==VERSION or 'default'")
+    from tools.fixlib import remote
+
     try:
+        if remote.is_remote(spec):
+            return remote.open_remote(spec)
         return _open_wheel(spec) if spec.startswith("pip:") else _open_checkout(spec)
     except GitError as err:
         raise UserError(f"--upstream {spec}: {err}") from None
