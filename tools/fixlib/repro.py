@@ -26,3 +26,17 @@ def report(result: ReproResult, as_json: bool = False) -> int:
         if result.needs:
             print(f"needs: {result.needs}")
     return result.verdict.exit_code
+
+
+def cli(reproduce, doc: str, argv: list[str] | None = None, options: tuple = ()) -> int:
+    """A reproducer's command line: --json, plus `options` ((flag, help) pairs
+    whose values go to reproduce() by name); exit code as report()."""
+    import argparse
+
+    p = argparse.ArgumentParser(description=doc.split("\n")[0])
+    for flag, help_text in options:
+        p.add_argument(flag, help=help_text)
+    p.add_argument("--json", action="store_true")
+    args = vars(p.parse_args(argv))
+    as_json = args.pop("json")
+    return report(reproduce(**args), as_json)

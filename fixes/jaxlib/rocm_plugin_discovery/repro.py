@@ -12,12 +12,11 @@ Exit 1 reproduced, 0 not reproduced (this jaxlib finds it), 77 skipped.
 """
 from __future__ import annotations
 
-import argparse
 import importlib
 import sys
 
 from tools.fixlib.model import ReproResult, Verdict
-from tools.fixlib.repro import report
+from tools.fixlib.repro import cli
 
 
 def reproduce() -> ReproResult:
@@ -41,10 +40,7 @@ def reproduce() -> ReproResult:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--json", action="store_true")
-    args = p.parse_args(argv)
-    return report(reproduce(), args.json)
+    return cli(reproduce, __doc__, argv)
 
 
 if __name__ == "__main__":

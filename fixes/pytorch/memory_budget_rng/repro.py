@@ -13,11 +13,10 @@ Exit 1 reproduced, 0 not reproduced (this torch has the fix), 77 skipped.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 
 from tools.fixlib.model import ReproResult, Verdict
-from tools.fixlib.repro import report
+from tools.fixlib.repro import cli
 
 OPS = ("dropout", "multinomial")
 BUDGETS = (0.0, 0.5, 1.0)
@@ -57,10 +56,7 @@ def reproduce() -> ReproResult:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--json", action="store_true")
-    args = p.parse_args(argv)
-    return report(reproduce(), args.json)
+    return cli(reproduce, __doc__, argv)
 
 
 if __name__ == "__main__":

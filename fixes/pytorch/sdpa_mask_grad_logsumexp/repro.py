@@ -15,11 +15,10 @@ Exit 1 reproduced, 0 not reproduced (this torch has the fix), 77 skipped (no CUD
 """
 from __future__ import annotations
 
-import argparse
 import sys
 
 from tools.fixlib.model import ReproResult, Verdict
-from tools.fixlib.repro import report
+from tools.fixlib.repro import cli
 
 B, H, L, D = 2, 4, 64, 64
 TOLERANCE = 1e-4
@@ -99,10 +98,7 @@ def reproduce() -> ReproResult:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--json", action="store_true")
-    args = p.parse_args(argv)
-    return report(reproduce(), args.json)
+    return cli(reproduce, __doc__, argv)
 
 
 if __name__ == "__main__":

@@ -16,11 +16,10 @@ Exit 1 reproduced, 0 not reproduced (that version has the fix), 77 skipped.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 
 from tools.fixlib.model import ReproResult, Verdict
-from tools.fixlib.repro import report
+from tools.fixlib.repro import cli
 
 LAST_AFFECTED = "5.17.0"
 
@@ -66,11 +65,7 @@ def reproduce(version: str | None = None) -> ReproResult:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--version", help="a published transformers release to take the function from")
-    p.add_argument("--json", action="store_true")
-    args = p.parse_args(argv)
-    return report(reproduce(args.version), args.json)
+    return cli(reproduce, __doc__, argv, options=(("--version", "a published transformers release to take the function from"),))
 
 
 if __name__ == "__main__":
