@@ -196,7 +196,8 @@ def python_startup(tmp: Path) -> float:
 def python_startup_interrupted(run: Run) -> bool:
     """Ctrl-C while Python itself was starting (a traceback through no file of
     tools/ or fixes/): too early for make_patch, so the run says nothing."""
-    return (run.code == 1 and "KeyboardInterrupt" in run.stderr
+    # exit 1, or killed by the re-raised SIGINT (-2) when runpy itself was interrupted
+    return (run.code in (1, 130, -signal.SIGINT) and "KeyboardInterrupt" in run.stderr
             and not re.search(r'File "[^"]*/(tools|fixes)/[^"]*"', run.stderr))
 
 

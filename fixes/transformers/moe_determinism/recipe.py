@@ -29,6 +29,9 @@ BACKEND_NAMES = {"math": _B.MATH, "flash": _B.FLASH_ATTENTION, "flash_attention"
                  "cudnn_attention": _B.CUDNN_ATTENTION}
 
 
+NAMED_TRIAL_SHAPE = (1, 4, 256, 64)  # a named backend is checked for being there and reproducible, not timed
+
+
 def _attention_choice(name: str) -> attention.Choice:
     name = name.strip().lower()
     if name == "auto":
@@ -37,7 +40,17 @@ def _attention_choice(name: str) -> attention.Choice:
         return attention.Choice(None, "any")
     if name not in BACKEND_NAMES:
         raise ValueError(f"attention backend {name!r}: expected auto, eager or one of {', '.join(BACKEND_NAMES)}")
-    return attention.Choice(BACKEND_NAMES[name], "any (not verified: chosen by name)")
+    # tried here as auto tries each candidate: a backend this device or deterministic mode lacks is one
+    # clear error now, not torch's "Invalid backend" in the middle of a training step
+    device = "cpu" if attention.backend_kind() == "cpu" else "cuda"
+    dtype = torch.float32 if device == "cpu" else torch.bfloat16
+    trial = attention.trial(name, attention.sdpa(BACKEND_NAMES[name]), NAMED_TRIAL_SHAPE, dtype, device)
+    if trial.error:
+        raise ValueError(f"attention backend {name!r} cannot run here with deterministic algorithms on "
+                         f"({trial.error}); use auto, eager or math")
+    if not trial.reproducible:
+        raise ValueError(f"attention backend {name!r} is not bitwise reproducible here; use auto, eager or math")
+    return attention.Choice(BACKEND_NAMES[name], device, [trial])
 
 
 def enable(model, attention_backend: str | None = None) -> list[str]:
