@@ -1,8 +1,8 @@
 """GPU half of the backend-name check (device tool): every attention backend
 name through recipe.enable and one bf16 training step of the tiny Mixtral on
 CUDA, with deterministic algorithms on. Records, per name, the enable line and
-the step's outcome: done, or the error torch raised (a backend this GPU or
-deterministic mode does not offer). Our own code must never be what fails.
+the step's outcome. A backend this GPU or deterministic mode lacks must be
+refused at enable() with torch's reason, never fail in the step.
 
     python -m fixes.transformers.moe_determinism.gpu_backends --out results.json
 """
@@ -33,7 +33,9 @@ def main(argv=None) -> int:
             model(**batch).loss.backward()
             torch.cuda.synchronize()
             row["step"] = "done"
-        except RuntimeError as err:  # torch's: no kernel for this backend, or no deterministic one
+        except ValueError as err:  # the recipe's refusal of a backend it tried and could not use
+            row["enable"] = f"refused: {err}"
+        except RuntimeError as err:  # torch's, in the step: what the recipe's trial should have caught
             row["step"] = f"RuntimeError: {str(err).splitlines()[0][:160]}"
         finally:
             recipe.disable()

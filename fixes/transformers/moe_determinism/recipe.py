@@ -44,13 +44,27 @@ def _attention_choice(name: str) -> attention.Choice:
     # clear error now, not torch's "Invalid backend" in the middle of a training step
     device = "cpu" if attention.backend_kind() == "cpu" else "cuda"
     dtype = torch.float32 if device == "cpu" else torch.bfloat16
-    trial = attention.trial(name, attention.sdpa(BACKEND_NAMES[name]), NAMED_TRIAL_SHAPE, dtype, device)
-    if trial.error:
-        raise ValueError(f"attention backend {name!r} cannot run here with deterministic algorithms on "
-                         f"({trial.error}); use auto, eager or math")
-    if not trial.reproducible:
-        raise ValueError(f"attention backend {name!r} is not bitwise reproducible here; use auto, eager or math")
-    return attention.Choice(BACKEND_NAMES[name], device, [trial])
+    backend = BACKEND_NAMES[name]
+    trials = [attention.trial(name, attention.sdpa(backend), NAMED_TRIAL_SHAPE, dtype, device),
+              attention.trial(f"{name} with grouped KV heads", _grouped(backend), NAMED_TRIAL_SHAPE, dtype, device)]
+    for trial in trials:
+        if trial.error:
+            raise ValueError(f"attention backend {trial.name!r} cannot run here with deterministic algorithms on "
+                             f"({trial.error}); use auto, eager or math")
+        if not trial.reproducible:
+            raise ValueError(f"attention backend {trial.name!r} is not bitwise reproducible here; "
+                             "use auto, eager or math")
+    return attention.Choice(backend, device, trials)
+
+
+def _grouped(backend):
+    """Causal SDPA with half as many KV heads (enable_gqa), as GQA models call it."""
+    def attend(q, k, v):
+        with torch.nn.attention.sdpa_kernel(backend):
+            heads = k.shape[1] // 2
+            return torch.nn.functional.scaled_dot_product_attention(q, k[:, :heads], v[:, :heads], is_causal=True,
+                                                                    enable_gqa=True)
+    return attend
 
 
 def enable(model, attention_backend: str | None = None) -> list[str]:
