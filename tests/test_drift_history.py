@@ -109,3 +109,11 @@ def test_bad_input_is_one_line(history, args, message):
     proc = run("--git", repo, *args)
     assert proc.returncode == 2 and message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, \
         proc.stderr
+
+
+@pytest.mark.parametrize("where, message", [("missing", "not a directory"), ("plain", "not a git repository")])
+def test_bad_repository_is_one_line(tmp_path, where, message):
+    (tmp_path / "plain").mkdir()
+    proc = run("--git", tmp_path / where, "--fix", FIX)
+    assert proc.returncode == 2 and message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, \
+        proc.stderr

@@ -115,3 +115,11 @@ def test_dead_server_and_unknown_ref_are_one_line(served, tmp_path):
         assert done.returncode == 2 and message in done.stderr, done.stderr
         assert [line for line in done.stderr.splitlines() if line.startswith("make_patch: error")] and \
             len([line for line in done.stderr.splitlines() if "error" in line]) == 1
+
+
+@pytest.mark.parametrize("spec", ["https://example.com/repo.git", "github:owner", "git@host:repo.git"])
+def test_a_url_without_ref_is_one_line_through_make_patch(spec, tmp_path):
+    done = finish(run("--all", "--upstream", spec, "--check", cache=tmp_path / "c"))
+    assert done.returncode == 2 and "expected URL@REF" in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "c" / "remotes").exists() or not list((tmp_path / "c" / "remotes").glob("*.git"))
