@@ -47,17 +47,55 @@ def add_lora(model) -> int:
     return len(targets)
 
 
-def gpu_config(family: str):
+# Named configurations (issue 15): "tiny" is the first GPU check's; A-C are realistic sizes.
+# family, batch (sequences, tokens), trained ("lora": rank-8 adapters; "full": all but
+# embeddings and head), experts implementation, and the config changes.
+_QWEN_A = dict(vocab_size=32000, hidden_size=1024, num_hidden_layers=8, num_attention_heads=16,
+               num_key_value_heads=4, head_dim=128, num_experts=32, num_experts_per_tok=8,
+               moe_intermediate_size=512, shared_expert_intermediate_size=512, linear_key_head_dim=128,
+               linear_value_head_dim=128, linear_num_key_heads=8, linear_num_value_heads=16,
+               layer_types=["linear_attention"] * 3 + ["full_attention"] + ["linear_attention"] * 3
+               + ["full_attention"], max_position_embeddings=4096)
+CONFIGS = {
+    "tiny": dict(family=None, batch=(4, 256), trained="lora", experts="eager", changes=None),
+    "A": dict(family="qwen3_5_moe", batch=(4, 2048), trained="lora", experts="eager", changes=_QWEN_A),
+    "A-grouped": dict(family="qwen3_5_moe", batch=(4, 2048), trained="lora", experts="grouped_mm", changes=_QWEN_A),
+    "B": dict(family="qwen3_5_moe", batch=(4, 2048), trained="full", experts="eager", changes=_QWEN_A),
+    "C": dict(family="mixtral", batch=(4, 4096), trained="lora", experts="eager",
+              changes=dict(vocab_size=32000, hidden_size=1024, num_hidden_layers=8, num_attention_heads=16,
+                           num_key_value_heads=4, num_local_experts=8, num_experts_per_tok=2,
+                           intermediate_size=2048, max_position_embeddings=8192)),
+}
+
+
+def gpu_config(family: str, name: str = "tiny"):
     from fixes.transformers.moe_determinism.models import config
 
-    cfg = config(family)
-    cfg.hidden_size, cfg.num_hidden_layers = 256, 4
-    if family == "qwen3_5_moe":
-        cfg.layer_types = ["linear_attention", "full_attention"] * 2
+    spec = CONFIGS[name]
+    cfg = config(spec["family"] or family)
+    if spec["changes"] is None:
+        cfg.hidden_size, cfg.num_hidden_layers = 256, 4
+        if (spec["family"] or family) == "qwen3_5_moe":
+            cfg.layer_types = ["linear_attention", "full_attention"] * 2
+    else:
+        for key, value in spec["changes"].items():
+            setattr(cfg, key, value)
     return cfg
 
 
-def run(mode: str, family: str, steps: int, out: Path) -> dict:
+def make_trainable(model, trained: str) -> int:
+    """LoRA adapters, or every parameter but the embeddings and the head; returns how many tensors train."""
+    if trained == "lora":
+        model.requires_grad_(False)
+        add_lora(model)
+    else:
+        model.requires_grad_(True)
+        for module in (model.get_input_embeddings(), model.get_output_embeddings()):
+            module.requires_grad_(False)
+    return sum(p.requires_grad for p in model.parameters())
+
+
+def run(mode: str, family: str, steps: int, out: Path, name: str = "tiny") -> dict:
     from safetensors.torch import save_file
     from transformers import AutoModelForCausalLM
 
@@ -65,13 +103,13 @@ def run(mode: str, family: str, steps: int, out: Path) -> dict:
     from fixes.transformers.moe_determinism.models import batch
     from fixes.transformers.moe_determinism.pin import checkpointing_enable, enable_pinned_routing
 
+    spec = CONFIGS[name]
     torch.manual_seed(0)
-    cfg = gpu_config(family)
+    cfg = gpu_config(family, name)
     cfg._attn_implementation = "sdpa"
     model = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16).cuda().train()
-    model.set_experts_implementation("eager")
-    model.requires_grad_(False)
-    adapters = add_lora(model)
+    model.set_experts_implementation(spec["experts"])
+    adapters = make_trainable(model, spec["trained"])
     model.cuda()
     log = []
     if mode == "recipe":
@@ -84,7 +122,7 @@ def run(mode: str, family: str, steps: int, out: Path) -> dict:
     opt = torch.optim.AdamW(params, lr=1e-3)
     times, losses = [], []
     for step in range(steps):
-        data = {k: v.cuda() for k, v in batch(cfg.vocab_size, seed=step, size=(4, 256)).items()}
+        data = {k: v.cuda() for k, v in batch(cfg.vocab_size, seed=step, size=spec["batch"]).items()}
         torch.cuda.synchronize()
         start = time.perf_counter()
         loss = model(**data).loss
@@ -96,7 +134,7 @@ def run(mode: str, family: str, steps: int, out: Path) -> dict:
         losses.append(loss.item())
     state = {n: p.detach().float().cpu().contiguous() for n, p in model.named_parameters() if p.requires_grad}
     save_file(state, str(out))
-    return {"mode": mode, "adapters": adapters, "log": log, "losses": losses,
+    return {"mode": mode, "config": name, "trainable_tensors": adapters, "log": log, "losses": losses,
             "step_ms": 1e3 * statistics.median(times[3:]) if len(times) > 3 else None}
 
 
@@ -139,7 +177,9 @@ def pin_overhead(family: str, steps: int, hidden: int = 1024, layers: int = 8) -
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--family", default="qwen3_5_moe")
+    p.add_argument("--family", default="qwen3_5_moe", help="for --config tiny")
+    p.add_argument("--config", default="tiny", choices=sorted(CONFIGS), help="named size (A-C: issue 15's)")
+    p.add_argument("--modes", default=",".join(MODES), help="comma-separated subset of " + ",".join(MODES))
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--overhead", action="store_true", help="only measure the pin's step-time overhead")
     p.add_argument("--child", nargs=2, metavar=("MODE", "FILE"), help=argparse.SUPPRESS)
@@ -149,7 +189,7 @@ def main(argv=None) -> int:
         print(json.dumps(result))
         return 0
     if args.child:
-        print(json.dumps(run(args.child[0], args.family, args.steps, Path(args.child[1]))))
+        print(json.dumps(run(args.child[0], args.family, args.steps, Path(args.child[1]), args.config)))
         return 0
     if not torch.cuda.is_available():
         print("skipped: needs a GPU")
@@ -158,12 +198,15 @@ def main(argv=None) -> int:
 
     args.out.mkdir(parents=True, exist_ok=True)
     results = {}
-    for mode in MODES:
+    modes = [m for m in args.modes.split(",") if m in MODES]
+    tag = args.family if args.config == "tiny" else args.config
+    for mode in modes:
         runs = []
         for i in (1, 2):
-            file = args.out / f"{args.family}_{mode}_{i}.safetensors"
+            file = args.out / f"{tag}_{mode}_{i}.safetensors"
             cmd = [sys.executable, "-m", "fixes.transformers.moe_determinism.train", "--out", str(args.out),
-                   "--family", args.family, "--steps", str(args.steps), "--child", mode, str(file)]
+                   "--family", args.family, "--config", args.config, "--steps", str(args.steps),
+                   "--child", mode, str(file)]
             proc = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ))
             lines = [l for l in proc.stdout.splitlines() if l.startswith("{")]
             if proc.returncode or not lines:
@@ -171,22 +214,23 @@ def main(argv=None) -> int:
                 continue
             runs.append(json.loads(lines[-1]))
         ok = all("error" not in r for r in runs)
-        diffs = compare(load(args.out / f"{args.family}_{mode}_1.safetensors"),
-                        load(args.out / f"{args.family}_{mode}_2.safetensors")) if ok else []
+        diffs = compare(load(args.out / f"{tag}_{mode}_1.safetensors"),
+                        load(args.out / f"{tag}_{mode}_2.safetensors")) if ok else []
         results[mode] = {"runs": runs, "comparison": summary(diffs) if ok else "run failed",
                          "identical": ok and all(d.equal for d in diffs),
                          "max_abs_delta": max((d.max_abs_delta or 0.0 for d in diffs), default=None),
                          "differing_tensors": sum(not d.equal for d in diffs)}
         print(f"{mode}: {results[mode]['comparison']}; step "
               f"{[r.get('step_ms') for r in runs]} ms; {[r.get('error') for r in runs if 'error' in r]}", flush=True)
-    base = statistics.mean(r["step_ms"] for r in results["baseline"]["runs"] if r.get("step_ms"))
-    for mode in ("pin", "recipe"):
+    base_ms = [r["step_ms"] for r in results.get("baseline", {}).get("runs", []) if r.get("step_ms")]
+    base = statistics.mean(base_ms) if base_ms else None
+    for mode in [m for m in ("pin", "recipe") if m in results and base]:
         ms = [r["step_ms"] for r in results[mode]["runs"] if r.get("step_ms")]
         if ms:
             results[mode]["cost_vs_baseline"] = statistics.mean(ms) / base - 1
             print(f"{mode}: step time {100 * results[mode]['cost_vs_baseline']:+.1f}% vs baseline")
-    (args.out / "determinism.json").write_text(json.dumps(results, indent=1))
-    return 0 if results["recipe"]["identical"] else 1
+    (args.out / f"determinism_{tag}.json").write_text(json.dumps(results, indent=1))
+    return 0 if results.get("recipe", {}).get("identical", True) else 1
 
 
 if __name__ == "__main__":
