@@ -228,14 +228,14 @@ def write(args: argparse.Namespace, jobs: list[Job]) -> None:
                 for job, tip in reversed(created):
                     delete_branch(job.upstream, tip, args.branch)
                 raise
+            for series in writes:  # the holders go too before a held signal lands: none is left behind
+                series.finish()
     except BaseException:
         for series in reversed(writes):
             series.discard()
         for job in jobs:
             job.branch_tip, job.patches = None, []
         raise
-    for series in writes:
-        series.finish()
     pause_point("written")
 
 
