@@ -35,7 +35,10 @@ def pause_point(name: str) -> None:
     FIXMONO_PAUSE_FILE and wait there, so a test kills the run exactly at this
     point of its work and knows that it did (tests/test_interruption.py)."""
     if os.environ.get("FIXMONO_PAUSE_AT") == name:
-        Path(os.environ["FIXMONO_PAUSE_FILE"]).write_text(name)
+        signal_file = Path(os.environ["FIXMONO_PAUSE_FILE"])
+        partial = signal_file.with_name(signal_file.name + ".partial")
+        partial.write_text(name)
+        partial.replace(signal_file)  # whole when it appears: the test reads it as soon as it exists
         time.sleep(3600)
 
 
