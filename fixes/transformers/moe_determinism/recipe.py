@@ -5,7 +5,9 @@
     # or: FIXMONO_DETERMINISTIC_MOE=1 and call recipe.enable_from_env(model)
 
 What it turns on, each step logged: deterministic algorithms (and the cuBLAS
-workspace setting they need), pinned routing (pin.py), deterministic causal
+workspace setting they need), pinned routing (pin.py), experts with no index
+accumulation (experts.py: under deterministic algorithms transformers' eager
+experts take torch's slow sort-based index kernels), deterministic causal
 conv1d (conv1d.py) and the fastest attention verified to be bitwise
 reproducible here (attention.py; `attention_backend=` names one instead: "eager",
 "math", "flash_attention", ...; FIXMONO_DETERMINISTIC_ATTENTION does the same).
@@ -16,7 +18,7 @@ import os
 
 import torch
 
-from fixes.transformers.moe_determinism import attention, conv1d
+from fixes.transformers.moe_determinism import attention, conv1d, experts
 from fixes.transformers.moe_determinism.pin import enable_pinned_routing
 
 
@@ -67,7 +69,7 @@ def _grouped(backend):
     return attend
 
 
-def enable(model, attention_backend: str | None = None) -> list[str]:
+def enable(model, attention_backend: str | None = None, replace_experts: bool = True) -> list[str]:
     name = attention_backend or os.environ.get("FIXMONO_DETERMINISTIC_ATTENTION", "auto")
     lines = []
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # cuBLAS reads it when its handle is made
@@ -77,6 +79,8 @@ def enable(model, attention_backend: str | None = None) -> list[str]:
     torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False
     lines.append(f"deterministic algorithms on (CUBLAS_WORKSPACE_CONFIG={os.environ['CUBLAS_WORKSPACE_CONFIG']})")
     lines.append(enable_pinned_routing(model))
+    if replace_experts:
+        lines.append(experts.enable(model))
     lines.append(conv1d.enable(model))
     lines.append(attention.enable(model, _attention_choice(name)))
     return lines
@@ -87,7 +91,7 @@ def enable_from_env(model) -> list[str]:
     return enable(model) if os.environ.get("FIXMONO_DETERMINISTIC_MOE") == "1" else []
 
 
-def disable() -> list[str]:
+def disable(model=None) -> list[str]:
     torch.use_deterministic_algorithms(False)
-    return [conv1d.disable(), attention.disable(),
+    return [conv1d.disable(), attention.disable(), experts.disable(model),
             "deterministic algorithms off (routing stays pinned until checkpointing is re-enabled)"]
