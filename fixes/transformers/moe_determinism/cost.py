@@ -11,7 +11,7 @@ batch, GPU clocks and allocator state:
   conv1d       the fixed-order causal conv1d (conv1d.py)
   attention    SDPA limited to the backend attention.select() verified
   experts      sorted grouped-GEMM experts with no index accumulation (experts.py)
-  nofill       (not in the recipe) torch's NaN-filling of new memory under determinism off
+  fill-off     torch's NaN fill of new memory under determinism off (fill_uninitialized_memory)
 
 Each round runs every variant once (forward + backward, CUDA events), in a new
 random order; a variant's cost is the mean over rounds of its step time divided by
@@ -34,16 +34,15 @@ import statistics
 import sys
 from pathlib import Path
 
-PARTS = ("determinism", "pin", "conv1d", "attention", "experts")
-RECIPE_BEFORE = frozenset(PARTS) - {"experts"}  # what recipe.enable did before experts.py
+PARTS = ("determinism", "pin", "conv1d", "attention", "experts", "fill-off")
+RECIPE_BEFORE = frozenset(PARTS) - {"experts", "fill-off"}  # what recipe.enable did before issue 15
 
 
 def variants() -> dict[str, frozenset]:
     full = frozenset(PARTS)
-    named = {"baseline": frozenset(), "recipe": full, "recipe before experts.py": RECIPE_BEFORE,
+    named = {"baseline": frozenset(), "recipe": full, "recipe before issue 15": RECIPE_BEFORE,
              "pin only": frozenset({"pin"}), "experts only": frozenset({"experts"})}
-    named.update({f"recipe without {part}": full - {part} for part in PARTS if part != "experts"})
-    named["recipe without filling new memory"] = full | {"nofill"}
+    named.update({f"recipe without {part}": full - {part} for part in PARTS})
     return named
 
 
@@ -65,11 +64,11 @@ def mean_ci(values: list[float]) -> tuple[float, float]:
 class Switches:
     """The recipe's parts on one model, switchable between steps."""
 
-    def __init__(self, model):
+    def __init__(self, model, choice=None):
         from fixes.transformers.moe_determinism import attention
 
         self.model, self.on = model, None
-        self.choice = attention.select()
+        self.choice = choice or attention.select()
 
     def set(self, parts: frozenset) -> None:
         import torch
@@ -81,7 +80,7 @@ class Switches:
             return
         torch.use_deterministic_algorithms("determinism" in parts)
         torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = "determinism" in parts, False
-        torch.utils.deterministic.fill_uninitialized_memory = "nofill" not in parts
+        torch.utils.deterministic.fill_uninitialized_memory = "fill-off" not in parts
         enable_pinned_routing(self.model) if "pin" in parts else checkpointing_enable(self.model, {"use_reentrant": False})
         conv1d.enable(self.model) if "conv1d" in parts else conv1d.disable()
         if "attention" in parts:

@@ -41,6 +41,15 @@ class _Permute(torch.autograd.Function):
         return grad.index_select(0, inverse), None, None
 
 
+def _expert_parallel(experts) -> bool:
+    """Whether routing may carry expert-parallel sentinels (ids == num_experts): transformers >= 5.23
+    says so per module; before, only a distributed run can have them."""
+    flag = getattr(experts, "_is_expert_parallel", None)
+    if flag is not None:
+        return bool(flag)
+    return torch.distributed.is_available() and torch.distributed.is_initialized()
+
+
 def deterministic_experts_forward(self, hidden_states, top_k_index, top_k_weights):
     """ExpertsInterface signature: hidden_states (T, H), top_k_index and top_k_weights (T, K) -> (T, H)."""
     from transformers.integrations.moe import _grouped_linear
@@ -53,11 +62,15 @@ def deterministic_experts_forward(self, hidden_states, top_k_index, top_k_weight
     # to the tail, beyond the last offset, where the grouped GEMM does not compute
     bounds = torch.arange(1, self.num_experts + 1, device=sorted_ids.device, dtype=sorted_ids.dtype)
     offsets = torch.searchsorted(sorted_ids, bounds).to(torch.int32)
-    sentinel = (sorted_ids >= self.num_experts).unsqueeze(-1)
+    # the grouped GEMM leaves sentinel rows uninitialised (forward output and input gradient): zero them,
+    # two passes over the rows that only expert parallelism needs
+    sentinel = (sorted_ids >= self.num_experts).unsqueeze(-1) if _expert_parallel(self) else None
     sorted_ids = sorted_ids.clamp(max=self.num_experts - 1)
 
     slots = hidden_states.unsqueeze(1).expand(tokens, top_k, hidden_states.shape[-1]).reshape(tokens * top_k, -1)
-    rows = _Permute.apply(slots, order, inverse).masked_fill(sentinel, 0.0)
+    rows = _Permute.apply(slots, order, inverse)
+    if sentinel is not None:
+        rows = rows.masked_fill(sentinel, 0.0)
 
     def linear(x, weight_name):
         bias = getattr(self, f"{weight_name}_bias")[sorted_ids] if getattr(self, "has_bias", False) else None
@@ -74,7 +87,9 @@ def deterministic_experts_forward(self, hidden_states, top_k_index, top_k_weight
             out = self.act_fn(gate) * up
     else:
         out = self.act_fn(linear(rows, "up_proj"))
-    out = linear(out, "down_proj").masked_fill(sentinel, 0.0)  # rows past the last offset are left uninitialised
+    out = linear(out, "down_proj")
+    if sentinel is not None:
+        out = out.masked_fill(sentinel, 0.0)
     if getattr(self, "has_post_expert_norm", False):
         out = self.post_expert_norm(out)
     out = _Permute.apply(out, inverse, order) * top_k_weights.reshape(-1, 1).to(out.dtype)

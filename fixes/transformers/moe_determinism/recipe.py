@@ -69,7 +69,8 @@ def _grouped(backend):
     return attend
 
 
-def enable(model, attention_backend: str | None = None, replace_experts: bool = True) -> list[str]:
+def enable(model, attention_backend: str | None = None, replace_experts: bool = True,
+           fill_uninitialized_memory: bool = False) -> list[str]:
     name = attention_backend or os.environ.get("FIXMONO_DETERMINISTIC_ATTENTION", "auto")
     lines = []
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # cuBLAS reads it when its handle is made
@@ -77,7 +78,11 @@ def enable(model, attention_backend: str | None = None, replace_experts: bool = 
         os.environ.setdefault("ROCBLAS_DEFAULT_ATOMICS_MODE", "0")
     torch.use_deterministic_algorithms(True)
     torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False
-    lines.append(f"deterministic algorithms on (CUBLAS_WORKSPACE_CONFIG={os.environ['CUBLAS_WORKSPACE_CONFIG']})")
+    # torch's NaN fill of every new tensor under determinism (7% of a Mixtral step, cost.py) only guards
+    # ops that read memory nobody wrote; the recipe's bitwise checks run with it off
+    torch.utils.deterministic.fill_uninitialized_memory = fill_uninitialized_memory
+    lines.append(f"deterministic algorithms on (CUBLAS_WORKSPACE_CONFIG={os.environ['CUBLAS_WORKSPACE_CONFIG']}; "
+                 f"new memory {'NaN-filled' if fill_uninitialized_memory else 'not filled'})")
     lines.append(enable_pinned_routing(model))
     if replace_experts:
         lines.append(experts.enable(model))
@@ -93,5 +98,6 @@ def enable_from_env(model) -> list[str]:
 
 def disable(model=None) -> list[str]:
     torch.use_deterministic_algorithms(False)
+    torch.utils.deterministic.fill_uninitialized_memory = True  # torch's default
     return [conv1d.disable(), attention.disable(), experts.disable(model),
             "deterministic algorithms off (routing stays pinned until checkpointing is re-enabled)"]
