@@ -1,6 +1,7 @@
 """Determinism check on the GPU: short LoRA-style fine-tuning runs, compared.
 
-    python -m fixes.transformers.moe_determinism.train --out DIR [--family qwen3_5_moe] [--steps 20]
+    python -m fixes.transformers.moe_determinism.train --out DIR [--config A,B,C] [--steps 20]
+    python -m fixes.transformers.moe_determinism.train --out DIR --report   # DIR/determinism.md again
 
 Each run is a fresh process: same seed and data, bf16, activation
 checkpointing on, LoRA adapters (rank 8) on every Linear but the router and
@@ -178,12 +179,21 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--family", default="qwen3_5_moe", help="for --config tiny")
-    p.add_argument("--config", default="tiny", choices=sorted(CONFIGS), help="named size (A-C: issue 15's)")
+    p.add_argument("--config", default="tiny", help="named size(s), comma-separated: " + ", ".join(CONFIGS)
+                   + " (A-C: issue 15's)")
+    p.add_argument("--report", action="store_true", help="only write DIR/determinism.md from DIR's results")
     p.add_argument("--modes", default=",".join(MODES), help="comma-separated subset of " + ",".join(MODES))
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--overhead", action="store_true", help="only measure the pin's step-time overhead")
     p.add_argument("--child", nargs=2, metavar=("MODE", "FILE"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    names = [n for n in args.config.split(",") if n]
+    unknown = [n for n in names if n not in CONFIGS]
+    if unknown or not names:
+        p.error(f"--config: unknown {', '.join(unknown) or 'nothing'}; known: {', '.join(CONFIGS)}")
+    if args.report:
+        print(write_report(args.out))
+        return 0
     if args.overhead:
         result = pin_overhead(args.family, args.steps)
         print(json.dumps(result))
@@ -194,9 +204,17 @@ def main(argv=None) -> int:
     if not torch.cuda.is_available():
         print("skipped: needs a GPU")
         return 77
+    args.out.mkdir(parents=True, exist_ok=True)
+    identical = [compare_modes(args, name) for name in names]
+    print(write_report(args.out))
+    return 0 if all(identical) else 1
+
+
+def compare_modes(args, config: str) -> bool:
+    """Two fresh processes per mode for one configuration; True when the recipe's runs are identical."""
     from tools.fixlib.weights import compare, load, summary
 
-    args.out.mkdir(parents=True, exist_ok=True)
+    args = argparse.Namespace(**{**vars(args), "config": config})
     results = {}
     modes = [m for m in args.modes.split(",") if m in MODES]
     tag = args.family if args.config == "tiny" else args.config
@@ -219,7 +237,7 @@ def main(argv=None) -> int:
         results[mode] = {"runs": runs, "comparison": summary(diffs) if ok else "run failed",
                          "identical": ok and all(d.equal for d in diffs),
                          "max_abs_delta": max((d.max_abs_delta or 0.0 for d in diffs), default=None),
-                         "differing_tensors": sum(not d.equal for d in diffs)}
+                         "differing_tensors": sum(not d.equal for d in diffs) if ok else None}
         print(f"{mode}: {results[mode]['comparison']}; step "
               f"{[r.get('step_ms') for r in runs]} ms; {[r.get('error') for r in runs if 'error' in r]}", flush=True)
     base_ms = [r["step_ms"] for r in results.get("baseline", {}).get("runs", []) if r.get("step_ms")]
@@ -230,7 +248,43 @@ def main(argv=None) -> int:
             results[mode]["cost_vs_baseline"] = statistics.mean(ms) / base - 1
             print(f"{mode}: step time {100 * results[mode]['cost_vs_baseline']:+.1f}% vs baseline")
     (args.out / f"determinism_{tag}.json").write_text(json.dumps(results, indent=1))
-    return 0 if results.get("recipe", {}).get("identical", True) else 1
+    return results.get("recipe", {}).get("identical", True)
+
+
+def write_report(out: Path) -> str:
+    """DIR/determinism.md from every determinism_*.json in DIR: per configuration and mode, the
+    tensors differing between the two runs and the step times; then every step's loss of every run."""
+    lines = ["| config | mode | run 1 vs run 2: tensors differing | max abs delta | step ms (run 1, run 2) |",
+             "|---|---|---|---|---|"]
+    losses = []
+    for file in sorted(out.glob("determinism_*.json")):
+        tag = file.stem.removeprefix("determinism_")
+        results = json.loads(file.read_text())
+        for mode, row in results.items():
+            runs = row["runs"]
+            ms = ", ".join(f"{r['step_ms']:.0f}" if r.get("step_ms") else r.get("error", "?")[:60] for r in runs)
+            tensors = runs[0].get("trainable_tensors", "?")
+            differing = "run failed" if row["differing_tensors"] is None else f"{row['differing_tensors']}/{tensors}"
+            lines.append(f"| {tag} | {mode} | {differing} | {row['max_abs_delta']} | {ms} |")
+        columns = [(mode, i, r["losses"]) for mode, row in results.items() for i, r in enumerate(row["runs"], 1)
+                   if "losses" in r]
+        if columns:
+            losses += ["", f"Losses per step, configuration {tag} (a run's loss in bold where it differs from its "
+                       "mode's other run):", "",
+                       "| step | " + " | ".join(f"{mode} {i}" for mode, i, _ in columns) + " |",
+                       "|---" * (len(columns) + 1) + "|"]
+            for step in range(max(len(c[2]) for c in columns)):
+                cells = []
+                for mode, i, values in columns:
+                    other = next((v for m, j, v in columns if m == mode and j != i), values)
+                    value = values[step] if step < len(values) else None
+                    text = "" if value is None else f"{value:.6f}"
+                    differs = value is not None and step < len(other) and other[step] != value
+                    cells.append(f"**{text}**" if differs else text)
+                losses.append(f"| {step + 1} | " + " | ".join(cells) + " |")
+    text = "\n".join(lines + losses) + "\n"
+    (out / "determinism.md").write_text(text)
+    return text
 
 
 if __name__ == "__main__":
