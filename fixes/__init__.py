@@ -1,0 +1,1 @@
+"""fixmono.fixes: the catalogue, one folder per fix (fixes/<upstream>/<name>/)."""

@@ -1,11 +1,13 @@
-"""Shared pieces of the cross-cutting tests of make_patch: a small PyTorch-shaped
-checkout, with the batchnorm fix's fixture as the sample target."""
+"""Shared pieces of the cross-cutting tests: a small PyTorch-shaped checkout,
+with the batchnorm fix's fixture as the sample target, and a throwaway fix
+(tests of the framework use it, not a real fix)."""
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
-from tools.fixlib.registry import REPO_ROOT
-from tools.fixlib.testing import make_patch, make_repo  # noqa: F401 (make_patch: tests import it from here)
+from fixmono.testing import REPO_ROOT
+from fixmono.testing import make_patch, make_repo  # noqa: F401 (make_patch: tests import it from here)
 
 FIXTURE = REPO_ROOT / "fixes/pytorch/batchnorm_negative_running_var/fixtures/test_jit_fuser_te.py"
 BN_FIX = "pytorch-batchnorm-negative-running-var"
@@ -19,3 +21,81 @@ def pytorch_files(test_file: str | bytes | None = None) -> dict:
 
 def pytorch_repo(path: Path, **kw) -> Path:
     return make_repo(path, pytorch_files(**kw))
+
+
+THROWAWAY = {
+
+    "__init__.py": "",
+    "BUILD.bazel": 'load("//tools:defs.bzl", "fix_module")\n\nfix_module()\n',
+    "transform.py": '''\
+        """Make fill_value() return 0.0 instead of None (a throwaway example)."""
+        import libcst as cst
+
+        from fixmono.engines.python import PythonTransform, SiteTransformer
+
+
+        class FillValue(SiteTransformer):
+            def visit_FunctionDef(self, node):
+                super().visit_FunctionDef(node)
+                if self.qualname == "fill_value":
+                    self.anchors += 1
+                return True
+
+            def leave_Return(self, original, updated):
+                if self.qualname != "fill_value":
+                    return updated
+                if isinstance(updated.value, cst.Float):
+                    self.present += 1
+                    return updated
+                if isinstance(updated.value, cst.Name) and updated.value.value == "None":
+                    self.changed += 1
+                    return updated.with_changes(value=cst.Float("0.0"))
+                self.problems.append("fill_value returns something else")
+                return updated
+
+
+        TRANSFORM = PythonTransform(FillValue, "fill_value() returns 0.0", "function fill_value")
+        ''',
+    "fix.py": '''\
+        from fixmono.model import Case, Dep3, FileChange, Fix, Fixture
+
+        from .transform import TRANSFORM
+
+        FIX = Fix(
+            id="{fix_id}",
+            title="fill_value: return 0.0, not None",
+            upstream="{upstream}",
+            description="A throwaway fix written by a test of the framework.",
+            dep3=Dep3(origin="vendor", last_update="2026-11-23"),
+            backends=("cpu",),
+            changes=(FileChange("{target}", TRANSFORM, sites=1,
+                                fixture=Fixture("fixtures/_throwaway.py", mutate=("fill_value",),
+                                                edit="replace")),),
+            cases=(Case("returns None", before="def fill_value():\\n    return None\\n",
+                        after="def fill_value():\\n    return 0.0\\n"),
+                   Case("already 0.0", before="def fill_value():\\n    return 0.0\\n", expect="already-applied")),
+        )
+        ''',
+    "fixtures/_throwaway.py": '''\
+        def fill_value():
+            x = 1
+            return None
+
+
+        def other():
+            return None
+        ''',
+}
+
+
+def throwaway_fix(upstream: str, fix_id: str, target: str) -> dict[str, str]:
+    """The files of a throwaway fix folder that makes fill_value() in `target`
+    return 0.0 instead of None, exactly as a contributor following README
+    "Adding a fix" writes them."""
+    fill = {"{upstream}": upstream, "{fix_id}": fix_id, "{target}": target}
+    out = {}
+    for name, text in THROWAWAY.items():
+        for key, value in fill.items():
+            text = text.replace(key, value)
+        out[name] = textwrap.dedent(text)
+    return out

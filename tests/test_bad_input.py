@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.fixlib.testing import git, make_repo, snapshot
+from fixmono.testing import git, make_repo, snapshot
 from tests.helpers import BN_FIX, FIXTURE, make_patch, pytorch_files, pytorch_repo
 
 
@@ -281,7 +281,7 @@ def test_dubious_ownership_is_reported_as_git_says(tmp_path):
 
 def test_unreadable_out_is_refused(tmp_path, monkeypatch, capsys):
     """As root every directory is readable, so the failing listing is simulated."""
-    from tools.fixlib import cli
+    from fixmono.cli import make_patch as cli
     up = repo(tmp_path)
     (tmp_path / "locked").mkdir()
     real = Path.iterdir
@@ -298,7 +298,8 @@ def test_unreadable_out_is_refused(tmp_path, monkeypatch, capsys):
 
 
 def test_os_errors_opening_the_upstream_are_one_line(tmp_path, monkeypatch, capsys):
-    from tools.fixlib import cli, upstream
+    from fixmono.cli import make_patch as cli
+    from fixmono.sources import upstream
     up = repo(tmp_path)
 
     def fail(*args, **kwargs):
@@ -311,11 +312,12 @@ def test_os_errors_opening_the_upstream_are_one_line(tmp_path, monkeypatch, caps
 
 
 def test_broken_fix_module_is_one_line_naming_the_file(tmp_path, monkeypatch, capsys):
-    from tools.fixlib import cli, registry
+    from fixmono.cli import make_patch as cli
+    from fixmono.model import registry
     (tmp_path / "broken_fix_pkg").mkdir()
     (tmp_path / "broken_fix_pkg" / "fix.py").write_text("def oops(:\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(registry, "fix_packages", lambda root=None: ["broken_fix_pkg"])
+    monkeypatch.setattr(registry, "fix_packages", lambda: ["broken_fix_pkg"])
     assert cli.main(["--all", "--upstream", str(tmp_path), "--check"]) == 2
     err = capsys.readouterr().err
     assert "broken_fix_pkg/fix.py cannot be imported: SyntaxError" in err and err.count("\n") == 1, err

@@ -1,5 +1,5 @@
 """The whole catalogue, per upstream, on trees holding every fixture its fixes
-declare (Fixture on each FileChange; tools.fixlib.testing.catalogue_tree): two
+declare (Fixture on each FileChange; fixmono.testing.catalogue_tree): two
 runs give byte-identical series; with the series applied (git am), every fix
 reports already-applied."""
 import json
@@ -7,25 +7,23 @@ import shutil
 
 import pytest
 
-from tools.fixlib.model import FixtureUnavailable
-from tools.fixlib.projects import PROJECTS as PROJECTS_BY_NAME, runs_on
-from tools.fixlib.registry import discover
-from tools.fixlib.testing import catalogue_tree, git, make_patch, make_repo
+from fixmono.model.errors import FixtureUnavailable
+from fixmono.model.projects import PROJECTS as PROJECTS_BY_NAME, runs_on
+from fixmono.model.registry import discover
+from fixmono.testing import catalogue_tree, git, make_patch, make_repo
 
 PROJECTS = sorted({f.upstream for f in discover()})
 
 
-def check_catalogue(tmp_path, project: str, root=None) -> None:
-    kw = {} if root is None else {"root": root}
+def check_catalogue(tmp_path, project: str) -> None:
     try:
-        tree = catalogue_tree(project, **kw)
+        tree = catalogue_tree(project)
     except FixtureUnavailable as err:
         pytest.skip(str(err))
     repo = make_repo(tmp_path / project, tree)
-    env = {} if root is None else {"PYTHONPATH": str(root)}
     outs = []
     for name in ("o1", "o2"):
-        run = make_patch("--all", "--upstream", str(repo), "--out", str(tmp_path / name), "--json", env=env)
+        run = make_patch("--all", "--upstream", str(repo), "--out", str(tmp_path / name), "--json")
         assert run.returncode == 0, run.stderr
         outs.append({p.name: p.read_bytes() for p in (tmp_path / name).iterdir()})
         statuses = {r["fix"]: r["status"] for r in json.loads(run.stdout)["runs"][0]["results"]}
@@ -35,10 +33,10 @@ def check_catalogue(tmp_path, project: str, root=None) -> None:
     shutil.copytree(repo, clone)
     series = (tmp_path / "o1" / "series").read_text().split()
     git(clone, "am", *(str(tmp_path / "o1" / name) for name in series))
-    again = make_patch("--all", "--upstream", str(clone), "--check", "--json", env=env)
+    again = make_patch("--all", "--upstream", str(clone), "--check", "--json")
     statuses = {r["fix"]: r["status"] for r in json.loads(again.stdout)["runs"][0]["results"]}
     assert set(statuses.values()) == {"already-applied"}, statuses
-    assert set(statuses) == {f.id for f in discover(**kw) if runs_on(f.upstream, PROJECTS_BY_NAME[project])}
+    assert set(statuses) == {f.id for f in discover() if runs_on(f.upstream, PROJECTS_BY_NAME[project])}
 
 
 @pytest.mark.parametrize("project", PROJECTS)

@@ -5,7 +5,7 @@ import sys
 import torch
 from safetensors.torch import save_file
 
-from tools.fixlib.registry import REPO_ROOT
+from fixmono.testing import REPO_ROOT
 
 
 def run(*args):

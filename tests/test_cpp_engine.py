@@ -4,10 +4,11 @@ import re
 
 import pytest
 
-from tools.fixlib.apply import Status, apply_change
-from tools.fixlib.engines.cpp import (
-    CppDocument, CppTransform, Edit, Plan, apply_edits, enclosing_statement, line_start, mask)
-from tools.fixlib.model import FileChange, TransformFailed
+from fixmono.apply.contract import apply_change
+from fixmono.model.outcome import Status
+from fixmono.engines.cpp import CppDocument, CppTransform, Edit, Plan, apply_edits, enclosing_statement, line_start, mask
+from fixmono.model.errors import TransformFailed
+from fixmono.model.fix import FileChange
 
 SOURCE = """\
 #include "a.h"

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from tools.fixlib.registry import REPO_ROOT
+from fixmono.testing import REPO_ROOT
 
 network = pytest.mark.skipif(os.environ.get("FIXMONO_NETWORK") != "1", reason="downloads wheels (tag: network)")
 TE_FIX = "te-rocm-unfused-bias-grad-fp32-wgrad"

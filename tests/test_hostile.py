@@ -31,11 +31,11 @@ from typing import Callable
 
 import pytest
 
-from fixes.pytorch.addmm_cublaslt_gate_revert.fix import FIX as ADDMM, TARGET as BLAS_PATH
-from fixes.pytorch.batchnorm_negative_running_var.fix import FIX as BN, TARGET
-from tools.fixlib.apply import apply_change
-from tools.fixlib.registry import REPO_ROOT
-from tools.fixlib.testing import GIT_ID, git, make_repo
+from fixmono.fixes.pytorch.addmm_cublaslt_gate_revert.fix import FIX as ADDMM, TARGET as BLAS_PATH
+from fixmono.fixes.pytorch.batchnorm_negative_running_var.fix import FIX as BN, TARGET
+from fixmono.apply.contract import apply_change
+from fixmono.testing import REPO_ROOT
+from fixmono.testing import GIT_ID, git, make_repo
 from tests.helpers import BN_FIX, FIXTURE, make_patch, pytorch_files, pytorch_repo
 
 MARKER = "PWNED-by-hostile-input"
@@ -141,7 +141,7 @@ def refs_of(repo: Path) -> list[str]:
 
 
 def run_env(tmp: Path, env: dict) -> dict:
-    full = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "TMPDIR": str(tmp / "tmp"), **env}
+    full = {**os.environ, "PYTHONPATH": str(REPO_ROOT / "tools"), "TMPDIR": str(tmp / "tmp"), **env}
     full.pop("MAKE_PATCH_DEBUG", None)
     return full
 
@@ -151,7 +151,7 @@ def launch(case: Case, ctx: Ctx, argv: list[str], env: dict) -> Run:
         proc = make_patch(*argv, cwd=ctx.tmp, env={"TMPDIR": str(ctx.tmp / "tmp"), **env})
         return Run(proc.returncode, proc.stdout, proc.stderr)
     if case.closed_stdout:  # `make_patch --check --json | head -0`
-        proc = subprocess.Popen([sys.executable, "-m", "tools.fixlib.cli", *argv], cwd=ctx.tmp,
+        proc = subprocess.Popen([sys.executable, "-m", "fixmono.cli.make_patch", *argv], cwd=ctx.tmp,
                                 env=run_env(ctx.tmp, env), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         proc.stdout.close()
         err = proc.stderr.read()
@@ -169,7 +169,7 @@ def launch(case: Case, ctx: Ctx, argv: list[str], env: dict) -> Run:
 def signalled(argv: list[str], tmp: Path, env: dict, sig: int, delay: float) -> Run:
     """make_patch sent `sig` after `delay` seconds: Ctrl-C (SIGINT) reaches the
     whole process group, git children too; SIGTERM (`kill PID`) the one process."""
-    proc = subprocess.Popen([sys.executable, "-m", "tools.fixlib.cli", *argv], cwd=tmp, env=run_env(tmp, env),
+    proc = subprocess.Popen([sys.executable, "-m", "fixmono.cli.make_patch", *argv], cwd=tmp, env=run_env(tmp, env),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     time.sleep(delay)
     early = proc.poll() is not None
@@ -199,7 +199,7 @@ def python_startup_interrupted(run: Run) -> bool:
     # exit 1, or killed by the re-raised SIGINT (-2) when runpy itself was interrupted; the one frame of
     # ours allowed is the line importing the early handler (it is not installed before that import)
     frames = re.findall(r'File "([^"]*)", line \d+, in [^\n]*\n\s*([^\n]*)', run.stderr)
-    ours = [f for f, line in frames if re.search(r"/(tools|fixes)/", f) and "tools.fixlib.early" not in line]
+    ours = [f for f, line in frames if re.search(r"/(tools|fixes)/", f) and "fixmono.cli.early" not in line]
     return run.code in (1, 130, -signal.SIGINT) and "KeyboardInterrupt" in run.stderr and not ours
 
 

@@ -13,17 +13,17 @@ import time
 
 import pytest
 
-from tools.fixlib.registry import REPO_ROOT
-from tools.fixlib.scratch import PAUSE_POINTS
-from tools.fixlib.testing import git, snapshot
+from fixmono.testing import REPO_ROOT
+from fixmono.sources.scratch import PAUSE_POINTS
+from fixmono.testing import git, snapshot
 from tests.helpers import BN_FIX, make_patch, pytorch_repo
 
 DELAYS = [0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.7, 1.0]
 
 
 def killed_run(*args, delay: float) -> int:
-    proc = subprocess.Popen([sys.executable, "-m", "tools.fixlib.cli", *args],
-                            env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+    proc = subprocess.Popen([sys.executable, "-m", "fixmono.cli.make_patch", *args],
+                            env={**os.environ, "PYTHONPATH": str(REPO_ROOT / "tools")},
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(delay)
     proc.send_signal(signal.SIGKILL)
@@ -43,8 +43,8 @@ def series_state(out):
 def run_killed_at(point: str, tmp_path, *args) -> None:
     """make_patch, SIGKILLed once it reports reaching `point` (asserted)."""
     reached = tmp_path / "reached"
-    proc = subprocess.Popen([sys.executable, "-m", "tools.fixlib.cli", *args],
-                            env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "FIXMONO_PAUSE_AT": point,
+    proc = subprocess.Popen([sys.executable, "-m", "fixmono.cli.make_patch", *args],
+                            env={**os.environ, "PYTHONPATH": str(REPO_ROOT / "tools"), "FIXMONO_PAUSE_AT": point,
                                  "FIXMONO_PAUSE_FILE": str(reached)},
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.fixlib.testing import git, snapshot
+from fixmono.testing import git, snapshot
 from tests.helpers import BN_FIX, FIXTURE, make_patch, pytorch_repo
 
 
@@ -133,19 +133,20 @@ def test_branch_without_out_writes_no_series(tmp_path):
 def test_branch_is_created_only_never_moved(tmp_path, monkeypatch):
     """Between the check and the creation a branch of that name may appear:
     git must refuse (create-only), not fast-forward it to our commits."""
-    from tools.fixlib import patches
-    from tools.fixlib.apply import apply_fix
-    from tools.fixlib.errors import UserError
-    from tools.fixlib.registry import discover
-    from tools.fixlib.upstream import open_upstream
+    from fixmono.apply.contract import apply_fix
+    from fixmono.model.errors import UserError
+    from fixmono.model.registry import discover
+    from fixmono.output.branch import create_branch
+    from fixmono.output.series import Entry, build_commits
+    from fixmono.sources.open import open_upstream
     repo = pytorch_repo(tmp_path / "pytorch")
     upstream = open_upstream(str(repo))
     (fix,) = [f for f in discover() if f.id == BN_FIX]
-    entry = patches.Entry(fix, apply_fix(fix, upstream.read).new_files)
-    tip = patches.build_commits(upstream, [entry])[-1]
+    entry = Entry(fix, apply_fix(fix, upstream.read).new_files)
+    tip = build_commits(upstream, [entry])[-1]
     git(repo, "branch", "fixes")  # appears after the check
     with pytest.raises(UserError, match="git could not create it") as err:
-        patches.create_branch(upstream, tip, "fixes")
+        create_branch(upstream, tip, "fixes")
     assert "\n" not in str(err.value)
     assert git(repo, "rev-parse", "fixes") == git(repo, "rev-parse", "HEAD")
 
@@ -198,7 +199,7 @@ def test_series_directory_mode_follows_the_umask(tmp_path):
 def killed_holder(parent: Path, name: str, old_series: str | None = None, live: bool = False) -> Path:
     """The holder directory a run killed mid-write leaves beside --out (its
     marker unlocked), or that a live run is using (`live`: locked)."""
-    from tools.fixlib.scratch import claim
+    from fixmono.sources.scratch import claim
     holder = parent / f".{name}.make_patch-k2x8abc"
     (holder / "new").mkdir(parents=True)
     (holder / "new" / "series").write_text("half\n")
@@ -237,7 +238,7 @@ def test_a_run_killed_between_its_renames_is_repaired(tmp_path):
 
 
 def test_sweep_restores_the_old_series_when_out_is_missing(tmp_path):
-    from tools.fixlib.patches import sweep_staging
+    from fixmono.output.out_dir import sweep_staging
     killed_holder(tmp_path, "out", old_series="old\n")
     live = killed_holder(tmp_path / "live", "out", live=True)  # a live run's holder stays
     sweep_staging(tmp_path / "out")
@@ -250,7 +251,7 @@ def test_sweep_restores_the_old_series_when_out_is_missing(tmp_path):
 @pytest.mark.parametrize("atomic", [True, False])
 @pytest.mark.parametrize("had_series", [True, False])
 def test_series_write_commits_and_rolls_back(tmp_path, monkeypatch, atomic, had_series):
-    from tools.fixlib import patches
+    from fixmono.output import out_dir as patches
     out = tmp_path / "out"
     if had_series:
         out.mkdir()
@@ -268,7 +269,7 @@ def test_series_write_commits_and_rolls_back(tmp_path, monkeypatch, atomic, had_
 
 
 def test_exchange_is_atomic_where_the_system_has_it(tmp_path):
-    from tools.fixlib.patches import exchange
+    from fixmono.output.out_dir import exchange
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     (tmp_path / "a" / "x").write_text("a")
@@ -280,7 +281,7 @@ def test_exchange_is_atomic_where_the_system_has_it(tmp_path):
 def test_scratch_of_dead_runs_is_swept_and_of_live_ones_kept_whatever_their_pid(tmp_path):
     """Runs in other PID namespaces (containers, Bazel sandboxes) share $TMPDIR:
     a pid means nothing across them, the marker's lock does."""
-    from tools.fixlib.scratch import MARKER, claim
+    from fixmono.sources.scratch import MARKER, claim
     repo = pytorch_repo(tmp_path / "pytorch")
     tmp = tmp_path / "tmp"
     live, dead = tmp / "make_patch-1-live", tmp / f"make_patch-{os.getpid()}-dead"

@@ -9,78 +9,16 @@ import os
 import shutil
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 
-from tools.fixlib.registry import REPO_ROOT
+from fixmono.testing import REPO_ROOT
+from tests.helpers import throwaway_fix
 
 FOLDER = Path("fixes/pytorch/throwaway_fill_value")
 FIX_ID = "pytorch-throwaway-fill-value"
-# The folder, exactly as a contributor following README "Adding a fix" writes it.
-FILES = {
-    "__init__.py": "",
-    "BUILD.bazel": 'load("//tools:defs.bzl", "fix_module")\n\nfix_module()\n',
-    "transform.py": '''\
-        """Make fill_value() return 0.0 instead of None (a throwaway example)."""
-        import libcst as cst
-
-        from tools.fixlib.engines.python import PythonTransform, SiteTransformer
-
-
-        class FillValue(SiteTransformer):
-            def visit_FunctionDef(self, node):
-                super().visit_FunctionDef(node)
-                if self.qualname == "fill_value":
-                    self.anchors += 1
-                return True
-
-            def leave_Return(self, original, updated):
-                if self.qualname != "fill_value":
-                    return updated
-                if isinstance(updated.value, cst.Float):
-                    self.present += 1
-                    return updated
-                if isinstance(updated.value, cst.Name) and updated.value.value == "None":
-                    self.changed += 1
-                    return updated.with_changes(value=cst.Float("0.0"))
-                self.problems.append("fill_value returns something else")
-                return updated
-
-
-        TRANSFORM = PythonTransform(FillValue, "fill_value() returns 0.0", "function fill_value")
-        ''',
-    "fix.py": '''\
-        from tools.fixlib.model import Case, Dep3, FileChange, Fix, Fixture
-
-        from fixes.pytorch.throwaway_fill_value.transform import TRANSFORM
-
-        FIX = Fix(
-            id="pytorch-throwaway-fill-value",
-            title="fill_value: return 0.0, not None",
-            upstream="pytorch",
-            description="A throwaway fix written by tests/test_new_fix.py.",
-            dep3=Dep3(origin="vendor", last_update="2026-11-23"),
-            backends=("cpu",),
-            changes=(FileChange("torch/_throwaway.py", TRANSFORM, sites=1,
-                                fixture=Fixture("fixtures/_throwaway.py", mutate=("fill_value",),
-                                                edit="replace")),),
-            cases=(Case("returns None", before="def fill_value():\\n    return None\\n",
-                        after="def fill_value():\\n    return 0.0\\n"),
-                   Case("already 0.0", before="def fill_value():\\n    return 0.0\\n", expect="already-applied")),
-        )
-        ''',
-    "fixtures/_throwaway.py": '''\
-        def fill_value():
-            x = 1
-            return None
-
-
-        def other():
-            return None
-        ''',
-}
+FILES = throwaway_fix("pytorch", FIX_ID, "torch/_throwaway.py")
 SKIP = {".venv", ".cache", ".git", "__pycache__", ".hypothesis", "out", "patches-out"}
 
 
@@ -96,7 +34,7 @@ def digests(root: Path) -> dict[str, str]:
 
 
 def run(copy: Path, *argv: str, **extra_env: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(copy), "PYTHONDONTWRITEBYTECODE": "1", **extra_env}
+    env = {**os.environ, "PYTHONPATH": f"{copy / 'tools'}{os.pathsep}{copy}", "PYTHONDONTWRITEBYTECODE": "1", **extra_env}
     env.pop("XML_OUTPUT_FILE", None)  # the inner pytest must not overwrite Bazel's report
     return subprocess.run([sys.executable, *argv], cwd=copy, env=env, capture_output=True, text=True)
 
@@ -108,7 +46,7 @@ def copy(tmp_path_factory) -> Path:
     for name, text in FILES.items():
         path = root / FOLDER / name
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text))
+        path.write_text(text)
     after = digests(root)
     changed = {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
     assert changed == {str(FOLDER / name) for name in FILES}  # the folder, nothing else
@@ -116,14 +54,14 @@ def copy(tmp_path_factory) -> Path:
 
 
 def test_discovery_finds_it(copy):
-    proc = run(copy, "-c", "from tools.fixlib.registry import discover; print([f.id for f in discover()])")
+    proc = run(copy, "-c", "from fixmono.model.registry import discover; print([f.id for f in discover()])")
     assert proc.returncode == 0, proc.stderr
     assert FIX_ID in proc.stdout
 
 
 def test_inline_cases_run(copy):
     proc = run(copy, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tools/fix_cases_test.py",
-               FIX_PACKAGE="fixes.pytorch.throwaway_fill_value")  # as its :cases_test target runs it
+               FIX_PACKAGE="fixmono.fixes.pytorch.throwaway_fill_value")  # as its :cases_test target runs it
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "4 passed" in proc.stdout  # its two cases, the declares-cases and the distinct-cases checks
 
@@ -139,10 +77,10 @@ def test_catalogue_and_property_tests_include_it(copy):
 
 def test_make_patch_applies_it(copy, tmp_path):
     repo = tmp_path / "pytorch"  # a checkout holding every pytorch fixture, built inside the copy
-    made = run(copy, "-c", "import sys; from pathlib import Path; from tools.fixlib.testing import catalogue_tree, "
+    made = run(copy, "-c", "import sys; from pathlib import Path; from fixmono.testing import catalogue_tree, "
                            "make_repo; make_repo(Path(sys.argv[1]), catalogue_tree('pytorch'))", str(repo))
     assert made.returncode == 0, made.stderr
-    proc = run(copy, "-m", "tools.fixlib.cli", FIX_ID, "--upstream", str(repo), "--out", str(tmp_path / "o"),
+    proc = run(copy, "-m", "fixmono.cli.make_patch", FIX_ID, "--upstream", str(repo), "--out", str(tmp_path / "o"),
                "--json")
     assert proc.returncode == 0, proc.stderr
     (result,) = json.loads(proc.stdout)["runs"][0]["results"]

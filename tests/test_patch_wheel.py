@@ -12,9 +12,9 @@ from types import SimpleNamespace
 import pytest
 import transformers
 
-from tools.fixlib.registry import REPO_ROOT
+from fixmono.testing import REPO_ROOT
 from tests.helpers import make_patch
-from tools.fixlib.testing import make_repo
+from fixmono.testing import make_repo
 
 TE_GEMM = REPO_ROOT / "fixes/transformer_engine/rocm_unfused_bgrad/fixtures/gemm_rocm.py"
 GEMM_PATH = "transformer_engine/pytorch/cpp_extensions/gemm.py"

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.fixlib.registry import REPO_ROOT
+from fixmono.testing import REPO_ROOT
 from tests.helpers import make_patch
 
 PATCHES = Path(os.path.realpath(REPO_ROOT / "patches" / "README.md")).parent  # the source tree's patches/

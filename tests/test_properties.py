@@ -31,11 +31,12 @@ import pytest
 from hypothesis import HealthCheck, event, given, note, settings
 from hypothesis import strategies as st
 
-from tools.fixlib.apply import FileOutcome, Status, apply_change
-from tools.fixlib.engines.cpp import CppDocument, indent_at, walk
-from tools.fixlib.model import FileChange, Fix, FixtureUnavailable
-from tools.fixlib.registry import REPO_ROOT
-from tools.fixlib.testing import fixture_changes, only_insertions
+from fixmono.apply.contract import apply_change
+from fixmono.model.outcome import FileOutcome, Status
+from fixmono.engines.cpp import CppDocument, indent_at, walk
+from fixmono.model.errors import FixtureUnavailable
+from fixmono.model.fix import FileChange, Fix
+from fixmono.testing import fixture_changes, only_insertions
 
 # Hypothesis caches under ./.hypothesis by default; keep the checkout clean
 # (Bazel gives a TEST_TMPDIR; a plain pytest run uses the system temp dir).
@@ -85,7 +86,7 @@ class Target:
 
     def load(self) -> str:
         try:
-            return self.fix.fixture_text(self.change, REPO_ROOT)
+            return self.fix.fixture_text(self.change)
         except FixtureUnavailable as err:
             pytest.skip(str(err))
 

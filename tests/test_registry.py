@@ -4,14 +4,16 @@ from pathlib import Path
 
 import pytest
 
-from tools.fixlib.model import Dep3, FileChange, Fix, FixDeclarationError
-from tools.fixlib.registry import REPO_ROOT, discover, fix_packages
-from fixes.pytorch.batchnorm_negative_running_var.transform import TRANSFORM
+from fixmono.model.errors import FixDeclarationError
+from fixmono.model.fix import Dep3, FileChange, Fix
+from fixmono.model.registry import discover, fix_packages
+from fixmono.testing import REPO_ROOT
+from fixmono.fixes.pytorch.batchnorm_negative_running_var.transform import TRANSFORM
 
 
 def test_every_fix_loads_with_its_package():
     fixes = discover()
-    assert fixes and all(f.package.startswith("fixes.") for f in fixes)
+    assert fixes and all(f.package.startswith("fixmono.fixes.") for f in fixes)
     assert len({f.id for f in fixes}) == len(fixes)
 
 
@@ -20,8 +22,9 @@ def test_every_fix_folder_reaches_make_patch():
     the folders (tools/catalogue.bzl): under Bazel, every fix folder of the
     source tree must be in the runfiles. fixes/BUILD.bazel in runfiles links to
     the source tree, where all folders are."""
-    source_root = Path(os.path.realpath(REPO_ROOT / "fixes" / "BUILD.bazel")).parent.parent
-    assert fix_packages(REPO_ROOT) == fix_packages(source_root)
+    source = Path(os.path.realpath(REPO_ROOT / "fixes" / "BUILD.bazel")).parent
+    in_source = sorted("fixmono.fixes." + ".".join(p.parent.relative_to(source).parts) for p in source.glob("*/*/fix.py"))
+    assert fix_packages() == in_source
 
 
 def make(**kw):
@@ -55,7 +58,8 @@ def test_ctrl_c_inside_a_fix_import_is_an_interrupt_not_a_broken_fix(monkeypatch
     """Python 3.11 wraps a KeyboardInterrupt raised while a dataclass is built
     (libcst's, on import) in a RuntimeError: still Ctrl-C, exit 130."""
     import types
-    from tools.fixlib import cli, registry
+    from fixmono.cli import make_patch as cli
+    from fixmono.model import registry
 
     def interrupted_import(name):
         try:

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tools.fixlib.registry import REPO_ROOT
-from tools.fixlib.remote import parse
-from tools.fixlib.errors import UserError
+from fixmono.testing import REPO_ROOT
+from fixmono.sources.remote import parse
+from fixmono.model.errors import UserError
 
 sys.path.insert(0, str(REPO_ROOT / "tools"))
 import bench_remote  # noqa: E402
@@ -30,8 +30,8 @@ def served(tmp_path_factory):
 
 
 def run(*args, cache: Path, env=None, **kw):
-    full = {**os.environ, "FIXMONO_CACHE": str(cache), "PYTHONPATH": str(REPO_ROOT), **(env or {})}
-    return subprocess.Popen([sys.executable, "-m", "tools.fixlib.cli", *map(str, args)], cwd=REPO_ROOT,
+    full = {**os.environ, "FIXMONO_CACHE": str(cache), "PYTHONPATH": str(REPO_ROOT / "tools"), **(env or {})}
+    return subprocess.Popen([sys.executable, "-m", "fixmono.cli.make_patch", *map(str, args)], cwd=REPO_ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full, **kw)
 
 

@@ -9,10 +9,15 @@ import sys
 
 import pytest
 
-from tools.fixlib import hotfixes, status
-from tools.fixlib.apply import Status, apply_change
-from tools.fixlib.projects import PROJECTS
-from tools.fixlib.registry import REPO_ROOT, discover
+from fixmono.analysis import status
+from fixmono.cli import status as status_cli
+from fixmono.runtime import hotfixes
+from fixmono.sources.installed import installed_path
+from fixmono.apply.contract import apply_change
+from fixmono.model.outcome import Status
+from fixmono.model.projects import PROJECTS
+from fixmono.model.registry import discover
+from fixmono.testing import REPO_ROOT
 
 MOE_FIX = "transformers-pin-moe-routing"
 
@@ -27,9 +32,9 @@ BN_FIX = "pytorch-batchnorm-negative-running-var"
 
 
 def fixes_cli(*args):
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT / "tools")}
     env.pop("MAKE_PATCH_DEBUG", None)
-    return subprocess.run([sys.executable, "-m", "tools.fixlib.status", *args], cwd=REPO_ROOT,
+    return subprocess.run([sys.executable, "-m", "fixmono.cli.status", *args], cwd=REPO_ROOT,
                           capture_output=True, text=True, env=env)
 
 
@@ -70,34 +75,34 @@ def test_cpp_and_test_targets_are_not_looked_for_in_the_wheel(report):
 
 
 def test_repo_path_maps_to_the_installed_file():
-    path = status.installed_path(PROJECTS["transformers"], "src/transformers/modeling_utils.py")
+    path = installed_path(PROJECTS["transformers"], "src/transformers/modeling_utils.py")
     assert path.is_file() and path.parent.name == "transformers"
-    assert status.installed_path(PROJECTS["pytorch"], "test/test_jit_fuser_te.py") is None
+    assert installed_path(PROJECTS["pytorch"], "test/test_jit_fuser_te.py") is None
 
 
 def test_a_patched_copy_of_the_installed_files_reports_already_fixed(tmp_path):
     (fix,) = [f for f in discover() if f.id == MOE_FIX]
     project = PROJECTS["transformers"]
     for change in fix.changes:
-        original = status.installed_path(project, change.path)
+        original = installed_path(project, change.path)
         outcome = apply_change(change, original.read_text(encoding="utf-8"))
         assert outcome.status is Status.APPLIED, outcome.detail
-        copy = status.installed_path(project, change.path, site=tmp_path)
+        copy = installed_path(project, change.path, site=tmp_path)
         copy.parent.mkdir(parents=True, exist_ok=True)
         copy.write_text(outcome.new_text, encoding="utf-8")
     row = status.check_installed(fix, site=tmp_path)
     assert row["installed_files"] == status.FIXED, row["detail"]
     # and the unpatched copy is still "not fixed" through the same parameter
     for change in fix.changes:
-        shutil.copyfile(status.installed_path(project, change.path),
-                        status.installed_path(project, change.path, site=tmp_path))
+        shutil.copyfile(installed_path(project, change.path),
+                        installed_path(project, change.path, site=tmp_path))
     assert status.check_installed(fix, site=tmp_path)["installed_files"] == status.NOT_FIXED
 
 
 def test_hotfix_from_env_is_logged_and_disable_reverts_it(monkeypatch, caplog):
     import torch
 
-    from fixes.pytorch.batchnorm_negative_running_var.hotfix import InvalidRunningVar
+    from fixmono.fixes.pytorch.batchnorm_negative_running_var.hotfix import InvalidRunningVar
 
     bn = torch.nn.BatchNorm1d(4).eval()
     with torch.no_grad():
@@ -141,5 +146,5 @@ def test_the_executable_prints_the_table_without_colour_when_piped():
 
 def test_colour_only_when_asked():
     report = status.collect(fixes=[f for f in discover() if f.id == MOE_FIX])
-    assert "\033[33mnot fixed" in status.render(report, colour=True)
-    assert "\033[" not in status.render(report, colour=False)
+    assert "\033[33mnot fixed" in status_cli.render(report, colour=True)
+    assert "\033[" not in status_cli.render(report, colour=False)

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from tools.fixlib.still_needed import CANNOT_RUN, FIXED_UPSTREAM, STILL_NEEDED, classify
+from fixmono.analysis.still_needed import CANNOT_RUN, FIXED_UPSTREAM, STILL_NEEDED, classify
 from tests.helpers import make_patch
 
 

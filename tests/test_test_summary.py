@@ -2,7 +2,7 @@
 import io
 import sys
 
-from tools import test_summary
+import test_summary
 
 
 def write_xml(root, label, tests, failures, skipped=0):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.fixlib.testing import git
+from fixmono.testing import git
 from tests.helpers import BN_FIX, FIXTURE, make_patch
 
 

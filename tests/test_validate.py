@@ -7,11 +7,13 @@ import json
 
 import pytest
 
-from tools.fixlib import cli
-from tools.fixlib.apply import FixOutcome, Status, apply_change
-from tools.fixlib.model import FixtureUnavailable
-from tools.fixlib.registry import REPO_ROOT, discover
-from tools.fixlib.testing import catalogue_tree, make_patch, make_repo
+from fixmono.apply import run as apply_run
+from fixmono.cli import make_patch as cli
+from fixmono.apply.contract import apply_change
+from fixmono.model.outcome import FixOutcome, Status
+from fixmono.model.errors import FixtureUnavailable
+from fixmono.model.registry import discover
+from fixmono.testing import catalogue_tree, make_patch, make_repo
 
 FIXES = discover()
 
@@ -21,7 +23,7 @@ def texts(fix):
     before, after = {}, {}
     for change in fix.changes:
         try:
-            before[change.path] = fix.fixture_text(change, REPO_ROOT)
+            before[change.path] = fix.fixture_text(change)
         except FixtureUnavailable as err:
             pytest.skip(str(err))
         outcome = apply_change(change, before[change.path])
@@ -48,7 +50,7 @@ def test_a_wrong_output_fails_validation_with_the_reason(tmp_path, monkeypatch, 
     except FixtureUnavailable as err:
         pytest.skip(str(err))
     repo = make_repo(tmp_path / fix.upstream, tree)
-    real = cli.apply_fix
+    real = apply_run.apply_fix
 
     def wrong(f, read, hint):
         if f.id != fix.id:
@@ -56,8 +58,8 @@ def test_a_wrong_output_fails_validation_with_the_reason(tmp_path, monkeypatch, 
         unchanged = {c.path: read(c.path).decode() for c in f.changes if read(c.path) is not None}
         return FixOutcome(f, Status.APPLIED, "edited (wrongly)", (), unchanged)
 
-    monkeypatch.setattr(cli, "apply_fix", wrong)
-    monkeypatch.setattr(cli, "revert_through_git", lambda upstream, outcome, patched: outcome)
+    monkeypatch.setattr(apply_run, "apply_fix", wrong)
+    monkeypatch.setattr(apply_run, "revert_through_git", lambda upstream, outcome, patched: outcome)
     assert cli.main([fix.id, "--upstream", str(repo), "--check", "--validate", "--json"]) == 1
     (result,) = json.loads(capsys.readouterr().out)["runs"][0]["results"]
     assert result["status"] == "failed" and result["detail"].startswith("validation: "), result

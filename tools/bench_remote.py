@@ -31,9 +31,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tools"))
 
-from tools.fixlib.gitrun import clean_env  # noqa: E402
+from fixmono.sources.git import clean_env, run_git  # noqa: E402
 
 FIXTURES = {"jax/__init__.py": None,
             "jax/_src/cudnn/fused_attention_stablehlo.py": "fixes/jax/cudnn_gqa_kv_offsets/fixtures/fused_attention_stablehlo.py",
@@ -49,10 +49,10 @@ def git_env() -> dict:
 
 
 def git(*args: str, cwd: Path | None = None, input: bytes | None = None) -> str:
-    proc = subprocess.run(["git", *args], cwd=cwd, input=input, capture_output=True, env=git_env())
+    proc = run_git(cwd, *args, env=git_env(), input=input)
     if proc.returncode:
-        raise RuntimeError(f"git {args[0]}: {proc.stderr.decode(errors='replace').strip()}")
-    return proc.stdout.decode()
+        raise RuntimeError(f"git {args[0]}: {proc.stderr.strip()}")
+    return proc.stdout
 
 
 def server_env() -> dict:
@@ -126,9 +126,9 @@ def serve(base: Path):
 
 
 def make_patch(*args: str, cache: Path) -> tuple[float, subprocess.CompletedProcess]:
-    env = {**os.environ, "FIXMONO_CACHE": str(cache), "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "FIXMONO_CACHE": str(cache), "PYTHONPATH": str(ROOT / "tools")}
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "tools.fixlib.cli", *args], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-m", "fixmono.cli.make_patch", *args], capture_output=True, text=True,
                           env=env, cwd=ROOT)
     return time.perf_counter() - start, proc
 

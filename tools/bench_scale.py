@@ -20,11 +20,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tools"))
 
-from tools.fixlib.gitrun import run_git  # noqa: E402
-from tools.fixlib.registry import discover  # noqa: E402
-from tools.fixlib.testing import catalogue_tree, git, make_repo  # noqa: E402
+from fixmono.sources.git import run_git  # noqa: E402
+from fixmono.model.registry import discover  # noqa: E402
+from fixmono.testing import catalogue_tree, git, make_repo  # noqa: E402
 
 
 def fast_import(repo: Path, targets: dict[str, str], files: int, commits: int) -> None:

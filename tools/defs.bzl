@@ -2,7 +2,7 @@
 
 It declares, from the files in the fix folder:
   :lib         py_library of fix.py and its helpers (+ README.md, fixtures/)
-  :repro       py_binary of repro.py (exit 1 reproduced, 0 not, 77 skipped)
+  :repro       py_binary running repro.py as fixmono.fixes.<...>.repro (exit 1 reproduced, 0 not, 77 skipped)
   :cases_test  the fix's inline transformation cases, run by the generic helper
   :test_*      one py_test per test_*.py, run under pytest
 
@@ -12,21 +12,24 @@ wheels), slow. .bazelrc filters the hardware tags out by default.
 
 PYTEST_MAIN = "//tools:pytest_main.py"
 CASES_TEST = "//tools:fix_cases_test.py"
+RUN_MODULE = "//tools:run_module.py"
 
 def fix_module(test_tags = {}, test_deps = [], repro_tags = [], deps = [], data = [], size = "medium"):
     pkg = native.package_name()
+    module = "fixmono." + pkg.replace("/", ".")  # fixes/pytorch/x -> fixmono.fixes.pytorch.x
     fixture_files = native.glob(["fixtures/**"])
     native.py_library(
         name = "lib",
         srcs = native.glob(["*.py"], exclude = ["test_*.py"]),
         data = native.glob(["README.md"]) + fixture_files + data,
-        deps = ["//tools:fixlib", "//fixes:init"] + deps,
+        deps = ["//tools:fixmono", "//fixes:init"] + deps,
         visibility = ["//visibility:public"],
     )
     native.py_binary(
         name = "repro",
-        srcs = ["repro.py"],
-        main = "repro.py",
+        srcs = [RUN_MODULE],
+        main = RUN_MODULE,
+        args = [module + ".repro"],
         deps = [":lib"],
         tags = repro_tags,
     )
@@ -34,7 +37,7 @@ def fix_module(test_tags = {}, test_deps = [], repro_tags = [], deps = [], data 
         name = "cases_test",
         srcs = [PYTEST_MAIN, CASES_TEST],
         main = PYTEST_MAIN,
-        args = ["FIX_PACKAGE=" + pkg.replace("/", "."), "$(location %s)" % CASES_TEST],
+        args = ["FIX_PACKAGE=" + module, "$(location %s)" % CASES_TEST],
         deps = [":lib", "//tools:testing"],
         size = "small",
     )

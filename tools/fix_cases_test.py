@@ -1,12 +1,12 @@
 """The generic test of inline transformation cases: every Case a fix declares
-in fix.py runs here (FIX_PACKAGE=fixes.<upstream>.<name> picks one fix; unset,
+in fix.py runs here (FIX_PACKAGE=fixmono.fixes.<upstream>.<name> picks one fix; unset,
 all fixes)."""
 import os
 
 import pytest
 
-from tools.fixlib.registry import discover, load
-from tools.fixlib.testing import check_case
+from fixmono.model.registry import discover, load
+from fixmono.testing import check_case
 
 _pkg = os.environ.get("FIX_PACKAGE")
 FIXES = [load(_pkg)] if _pkg else discover()

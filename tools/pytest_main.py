@@ -14,7 +14,10 @@ def main(argv: list[str]) -> int:
     while argv and "=" in argv[0] and not argv[0].startswith("-"):
         key, value = argv.pop(0).split("=", 1)
         os.environ[key] = value
-    args = ["-q", "-p", "no:cacheprovider", *argv]
+    # pytest finds the source tree's pytest.ini through the runfiles' symlinks: its
+    # pythonpath (tools/, for plain pytest runs) must not put the source tree
+    # before the runfiles
+    args = ["-q", "-p", "no:cacheprovider", "-o", "pythonpath=", *argv]
     if os.environ.get("XML_OUTPUT_FILE"):
         args.append(f"--junitxml={os.environ['XML_OUTPUT_FILE']}")
     return pytest.main(args)

@@ -3,11 +3,11 @@
 Declaration only: transform.py, offsets.py (the function run for real),
 repro.py, hotfix.py, validate.py.
 """
-from tools.fixlib.model import Case, Dep3, FileChange, Fix, Fixture, HotFix, lazy
+from fixmono.model.fix import Case, Dep3, FileChange, Fix, Fixture, HotFix, lazy
 
-from fixes.jax.cudnn_gqa_kv_offsets import hotfix
-from fixes.jax.cudnn_gqa_kv_offsets.transform import TRANSFORM
-from fixes.jax.cudnn_gqa_kv_offsets.validate import TARGET
+from . import hotfix
+from .transform import TRANSFORM
+from .validate import TARGET
 
 _FUNCTION = '''def _fix_seqlen_offsets(q_seqlen, kv_seqlen, q_offsets, kv_offsets, query, key):
   if get_max_seg_per_batch(q_offsets) > 1:
@@ -60,6 +60,6 @@ silently. Multiply the kv offsets by the key's head count.""",
     references=("https://github.com/jax-ml/jax/pull/39521",),
     cases=CASES,
     hotfix=HotFix(apply=hotfix.enable, remove=hotfix.disable),
-    reproduce=lazy("fixes.jax.cudnn_gqa_kv_offsets.repro:reproduce"),
-    validate=lazy("fixes.jax.cudnn_gqa_kv_offsets.validate:check"),
+    reproduce=lazy(f"{__package__}.repro:reproduce"),
+    validate=lazy(f"{__package__}.validate:check"),
 )

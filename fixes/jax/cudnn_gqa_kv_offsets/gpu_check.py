@@ -5,7 +5,7 @@ reference (float32 attention of each segment alone), with three versions of
 offsets by the query heads (the bug, for a JAX that already has the fix),
 and the fixed one.
 
-    python -m fixes.jax.cudnn_gqa_kv_offsets.gpu_check [--out result.json]
+    python -m fixmono.fixes.jax.cudnn_gqa_kv_offsets.gpu_check [--out result.json]
 """
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ def main(argv=None) -> int:
     import jax.numpy as jnp
     import numpy as np
 
-    from fixes.jax.cudnn_gqa_kv_offsets import offsets
+    from . import offsets
 
     # The two variants by the same two-line edit as the transformation, made with
     # regular expressions here: the GPU image has no libcst.

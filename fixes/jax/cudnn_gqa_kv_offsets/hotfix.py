@@ -10,11 +10,11 @@ _original = None
 def enable() -> str:
     global _original
     try:
-        from fixes.jax.cudnn_gqa_kv_offsets import offsets
+        from . import offsets
         module = offsets.module()
     except ImportError as err:
         return f"jax is not importable here ({err}); nothing to do"
-    from fixes.jax.cudnn_gqa_kv_offsets.transform import TRANSFORM
+    from .transform import TRANSFORM
     if _original is not None:
         return "already enabled"
     if TRANSFORM.rewrite(offsets.installed_source()).present:
@@ -28,7 +28,7 @@ def disable() -> str:
     global _original
     if _original is None:
         return "not enabled; nothing to do"
-    from fixes.jax.cudnn_gqa_kv_offsets import offsets
+    from . import offsets
     offsets.module()._fix_seqlen_offsets = _original
     _original = None
     return "disabled: the installed _fix_seqlen_offsets is back"

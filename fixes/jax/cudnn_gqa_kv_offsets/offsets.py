@@ -23,13 +23,13 @@ def module():
 
 def function_from(source: str, namespace: dict):
     """`_fix_seqlen_offsets` defined from `source`, with the module's globals."""
-    from tools.fixlib.runtime import define
+    from fixmono.runtime.define import define
 
     return define(source, FUNCTION, namespace)
 
 
 def installed_source() -> str:
-    from tools.fixlib.runtime import module_source
+    from fixmono.runtime.define import module_source
 
     return module_source(MODULE)
 
@@ -37,7 +37,7 @@ def installed_source() -> str:
 def fixed_function():
     """The installed function with the transformation applied (or as it is,
     when the installed JAX already has the fix)."""
-    from fixes.jax.cudnn_gqa_kv_offsets.transform import TRANSFORM  # libcst: not needed by the rest
+    from .transform import TRANSFORM  # libcst: not needed by the rest
 
     rewrite = TRANSFORM.rewrite(installed_source())
     return function_from(rewrite.source, vars(module()))

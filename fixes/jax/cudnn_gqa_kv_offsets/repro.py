@@ -1,6 +1,6 @@
 """Reproducer: packed-sequence kv offsets with grouped-query attention.
 
-    python -m fixes.jax.cudnn_gqa_kv_offsets.repro [--json]
+    python -m fixmono.fixes.jax.cudnn_gqa_kv_offsets.repro [--json]
 
 Runs the installed JAX's `_fix_seqlen_offsets` (what dot_product_attention's
 cuDNN path calls before the kernel) on 2 packed sequences, 8 query heads and
@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import sys
 
-from tools.fixlib.model import ReproResult, Verdict
-from tools.fixlib.repro import cli
+from fixmono.model.fix import ReproResult, Verdict
+from fixmono.runtime.repro import cli
 
 
 def reproduce() -> ReproResult:
     try:
         import jax
-        from fixes.jax.cudnn_gqa_kv_offsets import offsets
+        from . import offsets
         installed = offsets.module()._fix_seqlen_offsets
     except (ImportError, AttributeError) as err:
         return ReproResult(Verdict.SKIPPED, f"needs jax with jax._src.cudnn.fused_attention_stablehlo: {err}")

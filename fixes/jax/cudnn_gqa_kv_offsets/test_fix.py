@@ -5,11 +5,12 @@ import pytest
 
 jax = pytest.importorskip("jax")
 
-from tools.fixlib.apply import Status, apply_change  # noqa: E402
-from tools.fixlib.testing import only_insertions  # noqa: E402
-from fixes.jax.cudnn_gqa_kv_offsets import hotfix, offsets, repro  # noqa: E402
-from fixes.jax.cudnn_gqa_kv_offsets.fix import FIX, TARGET  # noqa: E402
-from fixes.jax.cudnn_gqa_kv_offsets.validate import check  # noqa: E402
+from fixmono.apply.contract import apply_change  # noqa: E402
+from fixmono.model.outcome import Status
+from fixmono.testing import only_insertions  # noqa: E402
+from fixmono.fixes.jax.cudnn_gqa_kv_offsets import hotfix, offsets, repro  # noqa: E402
+from fixmono.fixes.jax.cudnn_gqa_kv_offsets.fix import FIX, TARGET  # noqa: E402
+from fixmono.fixes.jax.cudnn_gqa_kv_offsets.validate import check  # noqa: E402
 
 
 def test_installed_jax_gets_exactly_two_lines_changed():

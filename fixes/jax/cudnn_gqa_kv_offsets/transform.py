@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from tools.fixlib.engines.python import PythonTransform, SiteTransformer, find_all
+from fixmono.engines.python import PythonTransform, SiteTransformer, find_all
 
 FUNCTION = "_fix_seqlen_offsets"
 KV_HEADS = "K"  # the name the key's head count gets (jax-ml/jax#39521 uses the same)

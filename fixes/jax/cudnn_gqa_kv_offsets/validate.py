@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from fixes.jax.cudnn_gqa_kv_offsets.transform import FUNCTION
+from .transform import FUNCTION
 
 TARGET = "jax/_src/cudnn/fused_attention_stablehlo.py"
 
 
 def check(before: Mapping[str, str], after: Mapping[str, str]) -> str | None:
-    from fixes.jax.cudnn_gqa_kv_offsets import offsets
+    from . import offsets
 
     try:
         namespace = vars(offsets.module())

@@ -4,11 +4,11 @@
 Declaration only: transform.py, plugin.py (the code run for real), repro.py,
 hotfix.py, validate.py.
 """
-from tools.fixlib.model import Case, Dep3, FileChange, Fix, Fixture, HotFix, lazy
+from fixmono.model.fix import Case, Dep3, FileChange, Fix, Fixture, HotFix, lazy
 
-from fixes.jaxlib.rocm_plugin_discovery import hotfix
-from fixes.jaxlib.rocm_plugin_discovery.plugin import SHIM, TARGET
-from fixes.jaxlib.rocm_plugin_discovery.transform import _HELPER_SOURCE, PJRT_SHIM, PLUGIN_SUPPORT
+from . import hotfix
+from .plugin import SHIM, TARGET
+from .transform import _HELPER_SOURCE, PJRT_SHIM, PLUGIN_SUPPORT
 
 _SUPPORT = '''import re
 
@@ -93,6 +93,6 @@ plugin first.""",
                 "https://github.com/ROCm/TheRock/issues/7067", "https://github.com/ROCm/TheRock/pull/7084"),
     cases=CASES,
     hotfix=HotFix(apply=hotfix.enable, remove=hotfix.disable),
-    reproduce=lazy("fixes.jaxlib.rocm_plugin_discovery.repro:reproduce"),
-    validate=lazy("fixes.jaxlib.rocm_plugin_discovery.validate:check"),
+    reproduce=lazy(f"{__package__}.repro:reproduce"),
+    validate=lazy(f"{__package__}.validate:check"),
 )

@@ -15,13 +15,13 @@ _saved: dict | None = None
 def enable() -> str:
     global _saved
     try:
-        from fixes.jaxlib.rocm_plugin_discovery import plugin
+        from . import plugin
         import jaxlib.plugin_support as module
     except ImportError as err:
         return f"jaxlib is not importable here ({err}); nothing to do"
     if _saved is not None:
         return "already enabled"
-    from fixes.jaxlib.rocm_plugin_discovery.transform import PLUGIN_SUPPORT
+    from .transform import PLUGIN_SUPPORT
 
     if PLUGIN_SUPPORT.rewrite(plugin.installed_source()).changed == 0:
         return "this jaxlib finds jax_rocm10_plugin already; nothing to do"

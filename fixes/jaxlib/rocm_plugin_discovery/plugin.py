@@ -18,19 +18,19 @@ PLUGIN_VERSION = "0.11.1"  # a ROCm 10 plugin is newer than the jaxlib that cann
 
 
 def installed_source() -> str:
-    from tools.fixlib.runtime import module_source
+    from fixmono.runtime.define import module_source
 
     return module_source(MODULE)
 
 
 def module_from(text: str):
-    from tools.fixlib.runtime import module_from as run_as_module
+    from fixmono.runtime.define import module_from as run_as_module
 
     return run_as_module(text, "jaxlib.plugin_support", "jaxlib")
 
 
 def fixed_module(text: str | None = None):
-    from fixes.jaxlib.rocm_plugin_discovery.transform import PLUGIN_SUPPORT  # libcst: only here
+    from .transform import PLUGIN_SUPPORT  # libcst: only here
 
     return module_from(PLUGIN_SUPPORT.rewrite(text if text is not None else installed_source()).source)
 

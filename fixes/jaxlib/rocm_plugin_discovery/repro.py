@@ -1,6 +1,6 @@
 """Reproducer: jaxlib does not find the ROCm 10 plugin (jax_rocm10_plugin).
 
-    python -m fixes.jaxlib.rocm_plugin_discovery.repro [--json]
+    python -m fixmono.fixes.jaxlib.rocm_plugin_discovery.repro [--json]
 
 Puts a dummy `jax_rocm10_plugin` (rocm_plugin_extension, _linalg, _solver,
 version 0.11.1) on sys.path and asks the installed jaxlib's
@@ -15,14 +15,14 @@ from __future__ import annotations
 import importlib
 import sys
 
-from tools.fixlib.model import ReproResult, Verdict
-from tools.fixlib.repro import cli
+from fixmono.model.fix import ReproResult, Verdict
+from fixmono.runtime.repro import cli
 
 
 def reproduce() -> ReproResult:
     try:
         import jaxlib
-        from fixes.jaxlib.rocm_plugin_discovery import plugin
+        from . import plugin
         installed = importlib.import_module(plugin.MODULE)
     except (ImportError, AttributeError) as err:
         return ReproResult(Verdict.SKIPPED, f"needs jaxlib with jaxlib.plugin_support: {err}")

@@ -11,16 +11,19 @@ import sys
 import zipfile
 from pathlib import Path
 
-from tools.fixlib.testing import make_patch
-from fixes.jaxlib.rocm_plugin_discovery.fix import FIX
+from fixmono.runtime.child import child_env, module_command
+from fixmono.testing import make_patch
+from fixmono.fixes.jaxlib.rocm_plugin_discovery.fix import FIX
 
 REPO = Path(__file__).resolve().parents[3]
 VERSION = "0.10.2"
 
 
 def _repro(site: Path) -> dict:
-    proc = subprocess.run([sys.executable, "-m", "fixes.jaxlib.rocm_plugin_discovery.repro", "--json"], cwd=REPO,
-                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": f"{site}:{REPO}"})
+    env = child_env()
+    env["PYTHONPATH"] = f"{site}{os.pathsep}{env['PYTHONPATH']}"
+    proc = subprocess.run(module_command("fixmono.fixes.jaxlib.rocm_plugin_discovery.repro", "--json"),
+                          capture_output=True, text=True, env=env)
     return json.loads(proc.stdout)
 
 

@@ -12,11 +12,13 @@ import pytest
 
 pytest.importorskip("jaxlib")
 
-from tools.fixlib.apply import Status, apply_change  # noqa: E402
-from fixes.jaxlib.rocm_plugin_discovery import plugin, repro  # noqa: E402
-from fixes.jaxlib.rocm_plugin_discovery.fix import FIX  # noqa: E402
-from fixes.jaxlib.rocm_plugin_discovery.transform import PJRT_SHIM, PLUGIN_SUPPORT  # noqa: E402
-from fixes.jaxlib.rocm_plugin_discovery.validate import check  # noqa: E402
+from fixmono.runtime.child import child_env
+from fixmono.apply.contract import apply_change  # noqa: E402
+from fixmono.model.outcome import Status
+from fixmono.fixes.jaxlib.rocm_plugin_discovery import plugin, repro  # noqa: E402
+from fixmono.fixes.jaxlib.rocm_plugin_discovery.fix import FIX  # noqa: E402
+from fixmono.fixes.jaxlib.rocm_plugin_discovery.transform import PJRT_SHIM, PLUGIN_SUPPORT  # noqa: E402
+from fixmono.fixes.jaxlib.rocm_plugin_discovery.validate import check  # noqa: E402
 
 HERE = Path(__file__).parent
 REPO = HERE.parents[2]
@@ -83,7 +85,7 @@ def test_validate_passes_the_fix_and_rejects_the_unfixed_text():
 
 
 def test_hotfix_in_a_fresh_process_before_jax_and_refused_after():
-    code = ("from fixes.jaxlib.rocm_plugin_discovery import hotfix, plugin\n"
+    code = ("from fixmono.fixes.jaxlib.rocm_plugin_discovery import hotfix, plugin\n"
             "import jaxlib.plugin_support as ps\n"
             "print(hotfix.enable())\n"
             "print(plugin.finds(ps)['right'])\n"
@@ -92,8 +94,7 @@ def test_hotfix_in_a_fresh_process_before_jax_and_refused_after():
             "import jax, jax.numpy\n"
             "import jaxlib.gpu_linalg\n"
             "print(hotfix.enable())\n")
-    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
-                         env={**os.environ, "PYTHONPATH": str(REPO)})
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=child_env())
     lines = out.stdout.strip().splitlines()
     assert lines[0].startswith("enabled") and lines[1] == "True", out.stderr
     assert lines[2].startswith("disabled") and lines[3] == "False"

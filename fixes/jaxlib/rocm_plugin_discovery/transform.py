@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from tools.fixlib.engines.python import PythonTransform, SiteTransformer, find_all
+from fixmono.engines.python import PythonTransform, SiteTransformer, find_all
 
 NAMES = "_PLUGIN_MODULE_NAMES"
 HELPER = "_plugin_module_names"

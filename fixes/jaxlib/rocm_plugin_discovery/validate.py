@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from fixes.jaxlib.rocm_plugin_discovery.plugin import TARGET
+from .plugin import TARGET
 
 
 def check(before: Mapping[str, str], after: Mapping[str, str]) -> str | None:
     if TARGET not in after:
         return None  # a tree without plugin_support.py (the shim alone): nothing to run
     try:
-        from fixes.jaxlib.rocm_plugin_discovery import plugin
+        from . import plugin
         module = plugin.module_from(after[TARGET])
     except ImportError as err:
         return f"cannot validate: jaxlib is not importable here ({err})"

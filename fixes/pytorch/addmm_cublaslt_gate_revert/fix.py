@@ -4,10 +4,10 @@ Declaration only: the tree transformation is in transform.py (used when the
 checkout's history lacks #172340; otherwise make_patch reverts the commit
 through git), the runtime preference in hotfix.py, the GPU benchmark in repro.py.
 """
-from tools.fixlib.model import Case, Dep3, FileChange, Fix, Fixture, HotFix, UpstreamCommit, lazy
+from fixmono.model.fix import Case, Dep3, FileChange, Fix, Fixture, HotFix, UpstreamCommit, lazy
 
-from fixes.pytorch.addmm_cublaslt_gate_revert import hotfix
-from fixes.pytorch.addmm_cublaslt_gate_revert.transform import TRANSFORM
+from . import hotfix
+from .transform import TRANSFORM
 
 TARGET = "aten/src/ATen/native/cuda/Blas.cpp"
 
@@ -76,6 +76,6 @@ check (isInputCompliesAddmmCudaLt) still decide the Lt path.""",
                            subject="make addmm aware of cublas backend selection", absent="no cuBLASLt gate here"),
     cases=CASES,
     hotfix=HotFix(apply=hotfix.enable, remove=hotfix.disable),
-    reproduce=lazy("fixes.pytorch.addmm_cublaslt_gate_revert.repro:reproduce"),
-    validate=lazy("fixes.pytorch.addmm_cublaslt_gate_revert.validate:check"),
+    reproduce=lazy(f"{__package__}.repro:reproduce"),
+    validate=lazy(f"{__package__}.validate:check"),
 )

@@ -1,7 +1,7 @@
 """Reproducer and benchmark: does the default addmm/F.linear path lose the fused
 cuBLASLt bias epilogue, and what does that cost?
 
-    python -m fixes.pytorch.addmm_cublaslt_gate_revert.repro [--quick] [--out DIR] [--json]
+    python -m fixmono.fixes.pytorch.addmm_cublaslt_gate_revert.repro [--quick] [--out DIR] [--json]
 
 Three subprocesses (DISABLE_ADDMM_CUDA_LT is read once per process):
   default  nothing set
@@ -24,9 +24,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tools.fixlib.model import ReproResult, Verdict
-from tools.fixlib.gpu_timing import graph_ms
-from tools.fixlib.repro import report
+from fixmono.runtime.child import child_env, module_command
+from fixmono.model.fix import ReproResult, Verdict
+from fixmono.bench.gpu_timing import graph_ms
+from fixmono.runtime.repro import report
 
 MODES = ("default", "fused", "unfused")
 OPS = ("linear", "addmm", "addmm_relu", "addmm_gelu", "mm")
@@ -63,7 +64,7 @@ def kernels(fn) -> list[str]:
 def child(mode: str, quick: bool) -> dict:
     import torch
 
-    from fixes.pytorch.addmm_cublaslt_gate_revert.hotfix import classify_kernels
+    from .hotfix import classify_kernels
 
     if mode == "fused":
         torch.backends.cuda.preferred_blas_library("cublaslt")
@@ -93,10 +94,10 @@ def child(mode: str, quick: bool) -> dict:
 
 
 def run_mode(mode: str, quick: bool) -> dict:
-    env = {k: v for k, v in os.environ.items() if k != "DISABLE_ADDMM_CUDA_LT"}
+    env = child_env({k: v for k, v in os.environ.items() if k != "DISABLE_ADDMM_CUDA_LT"})
     if mode == "unfused":
         env["DISABLE_ADDMM_CUDA_LT"] = "1"
-    cmd = [sys.executable, "-m", "fixes.pytorch.addmm_cublaslt_gate_revert.repro", "--child", mode]
+    cmd = module_command(f"{__package__}.repro", "--child", mode)
     proc = subprocess.run(cmd + (["--quick"] if quick else []), env=env, capture_output=True, text=True)
     lines = [l for l in proc.stdout.splitlines() if l.startswith("{")]
     if proc.returncode or not lines:

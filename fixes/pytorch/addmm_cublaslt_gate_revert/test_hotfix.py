@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from fixes.pytorch.addmm_cublaslt_gate_revert.fix import FIX
+from fixmono.fixes.pytorch.addmm_cublaslt_gate_revert.fix import FIX
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU answer")

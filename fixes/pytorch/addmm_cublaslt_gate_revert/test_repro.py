@@ -3,9 +3,9 @@ CUDA GPU: tag gpu/cuda on :repro), the kernel classifier, and the no-GPU answer.
 import pytest
 import torch
 
-from tools.fixlib.model import Verdict
-from fixes.pytorch.addmm_cublaslt_gate_revert import repro
-from fixes.pytorch.addmm_cublaslt_gate_revert.hotfix import classify_kernels
+from fixmono.model.fix import Verdict
+from fixmono.fixes.pytorch.addmm_cublaslt_gate_revert import repro
+from fixmono.fixes.pytorch.addmm_cublaslt_gate_revert.hotfix import classify_kernels
 
 
 def run(mode, rows):

@@ -3,10 +3,11 @@ between git revert and the transformation from the checkout's history."""
 import json
 from pathlib import Path
 
-from tools.fixlib.apply import Status, apply_change
-from tools.fixlib.testing import git, make_repo, snapshot
-from tools.fixlib.testing import make_patch
-from fixes.pytorch.addmm_cublaslt_gate_revert.fix import FIX, TARGET
+from fixmono.apply.contract import apply_change
+from fixmono.model.outcome import Status
+from fixmono.testing import git, make_repo, snapshot
+from fixmono.testing import make_patch
+from fixmono.fixes.pytorch.addmm_cublaslt_gate_revert.fix import FIX, TARGET
 
 BLAS = (Path(__file__).parent / "fixtures" / "Blas.cpp").read_text()
 GATE_LINES = BLAS[BLAS.index("  // NOTE: See https://github.com/pytorch/pytorch/issues/172231"):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from tools.fixlib.engines.cpp import CppDocument, CppTransform, Edit, Plan, line_start, walk
+from fixmono.engines.cpp import CppDocument, CppTransform, Edit, Plan, line_start, walk
 
 FUNCTION = "addmm_out_cuda_impl"
 FLAG = "disable_addmm_cuda_lt"

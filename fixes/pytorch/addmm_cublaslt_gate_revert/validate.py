@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from fixes.pytorch.addmm_cublaslt_gate_revert.fix import TARGET
-from fixes.pytorch.addmm_cublaslt_gate_revert.transform import FLAG, FUNCTION, KEEP
-from tools.fixlib.engines.cpp import CppDocument, walk
+from .fix import TARGET
+from .transform import FLAG, FUNCTION, KEEP
+from fixmono.engines.cpp import CppDocument, walk
 
 NAME_NODES = ("identifier", "field_identifier")
 

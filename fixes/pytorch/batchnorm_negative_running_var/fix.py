@@ -3,10 +3,10 @@
 Declaration only; the transformation is in transform.py, the runtime check in
 hotfix.py and the reproducer in repro.py.
 """
-from tools.fixlib.model import Case, Dep3, FileChange, Fix, Fixture, HotFix, lazy
+from fixmono.model.fix import Case, Dep3, FileChange, Fix, Fixture, HotFix, lazy
 
-from fixes.pytorch.batchnorm_negative_running_var import hotfix
-from fixes.pytorch.batchnorm_negative_running_var.transform import TRANSFORM
+from . import hotfix
+from .transform import TRANSFORM
 
 TARGET = "test/test_jit_fuser_te.py"
 
@@ -99,6 +99,6 @@ what the fuser is tested on, are unchanged.""",
                 "https://github.com/pytorch/pytorch/issues/168755"),
     cases=CASES,
     hotfix=HotFix(apply=hotfix.enable, remove=hotfix.disable),
-    reproduce=lazy("fixes.pytorch.batchnorm_negative_running_var.repro:reproduce"),
-    validate=lazy("fixes.pytorch.batchnorm_negative_running_var.validate:check"),
+    reproduce=lazy(f"{__package__}.repro:reproduce"),
+    validate=lazy(f"{__package__}.validate:check"),
 )

@@ -1,7 +1,7 @@
 """Reproducer: BatchNorm (eval) + ReLU with a negative running_var, eager against
 the TorchScript NNC/TE fuser (what test_jit_fuser_te tests) and torch.compile.
 
-    python -m fixes.pytorch.batchnorm_negative_running_var.repro [--device cuda] [--json]
+    python -m fixmono.fixes.pytorch.batchnorm_negative_running_var.repro [--device cuda] [--json]
 
 Eager gives NaN in the channels where running_var + eps < 0. The bug is a fused
 kernel that gives numbers there: reported on ROCm 7.2 / MI300X (pytorch#168755,
@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 import torch
 
-from tools.fixlib.model import ReproResult, Verdict
-from tools.fixlib.repro import report, torch_backend
+from fixmono.model.fix import ReproResult, Verdict
+from fixmono.runtime.repro import report, torch_backend
 
 EPS = 1e-4
 SHAPE = (4, 16, 32, 40)  # the test's input: 81920 elements, 5120 per channel

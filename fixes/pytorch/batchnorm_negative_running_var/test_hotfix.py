@@ -5,8 +5,8 @@ import pytest
 import torch
 from torch import nn
 
-from fixes.pytorch.batchnorm_negative_running_var import hotfix
-from fixes.pytorch.batchnorm_negative_running_var.fix import FIX
+from fixmono.fixes.pytorch.batchnorm_negative_running_var import hotfix
+from fixmono.fixes.pytorch.batchnorm_negative_running_var.fix import FIX
 
 
 def model_with_bad_stats():

@@ -5,8 +5,8 @@ import json
 import pytest
 import torch
 
-from tools.fixlib.model import Verdict
-from fixes.pytorch.batchnorm_negative_running_var import repro
+from fixmono.model.fix import Verdict
+from fixmono.fixes.pytorch.batchnorm_negative_running_var import repro
 
 
 def test_invalid_data_really_gives_eager_nan():

@@ -6,8 +6,9 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
-from tools.fixlib.apply import Status, apply_change
-from fixes.pytorch.batchnorm_negative_running_var.fix import FIX
+from fixmono.apply.contract import apply_change
+from fixmono.model.outcome import Status
+from fixmono.fixes.pytorch.batchnorm_negative_running_var.fix import FIX
 
 FIXTURE = (Path(__file__).parent / "fixtures" / "test_jit_fuser_te.py").read_text()
 CHANGE = FIX.changes[0]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from tools.fixlib.engines.python import PythonTransform, SiteTransformer, call_argument, dotted_name, find_all
+from fixmono.engines.python import PythonTransform, SiteTransformer, call_argument, dotted_name, find_all
 
 TEST_FUNCTION = "test_batch_norm"
 RUNNING_VAR = (4, "running_var")  # torch.batch_norm(input, weight, bias, mean, var, ...)

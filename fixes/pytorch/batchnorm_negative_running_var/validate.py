@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 from typing import Mapping
 
-from fixes.pytorch.batchnorm_negative_running_var.fix import TARGET
+from .fix import TARGET
 
 EPS = 1e-4
 

@@ -1,6 +1,6 @@
 """Benchmark: what the fix costs a small dropout-heavy model, side by side.
 
-    python -m fixes.pytorch.memory_budget_rng.bench [--steps 20] [--backend inductor] [--device cpu] [--json]
+    python -m fixmono.fixes.pytorch.memory_budget_rng.bench [--steps 20] [--backend inductor] [--device cpu] [--json]
 
 A 4-block MLP (512 -> 2048 -> 512, dropout 0.1 after each linear, residual),
 batch 32 x 128 tokens (--batch), compiled at activation_memory_budget 0, 0.5 and 1 with
@@ -62,7 +62,7 @@ def saved_bytes(step) -> int:
 def run(args) -> dict:
     import torch
     import torch._functorch.config as fconfig
-    from fixes.pytorch.memory_budget_rng import partitioner
+    from . import partitioner
 
     torch._dynamo.config.recompile_limit = 64  # one graph per variant, by design
     fixed = (partitioner.functions_from(args.fixed_source.read_text()) if args.fixed_source

@@ -4,11 +4,11 @@ randomness (pytorch/pytorch#190717, #190758).
 Declaration only: transform.py, partitioner.py (the functions run for real),
 repro.py, hotfix.py, validate.py, bench.py.
 """
-from tools.fixlib.model import Case, Dep3, FileChange, Fix, Fixture, HotFix, installed_file, lazy
+from fixmono.model.fix import Case, Dep3, FileChange, Fix, Fixture, HotFix, installed_file, lazy
 
-from fixes.pytorch.memory_budget_rng import hotfix
-from fixes.pytorch.memory_budget_rng.transform import TRANSFORM
-from fixes.pytorch.memory_budget_rng.validate import TARGET
+from . import hotfix
+from .transform import TRANSFORM
+from .validate import TARGET
 
 _OPTYPES = '''class OpTypes:
     def is_random(self, node):
@@ -89,6 +89,6 @@ value downstream of each random op and the budget governs everything else.""",
                 "https://github.com/pytorch/pytorch/pull/191684"),
     cases=CASES,
     hotfix=HotFix(apply=hotfix.enable, remove=hotfix.disable),
-    reproduce=lazy("fixes.pytorch.memory_budget_rng.repro:reproduce"),
-    validate=lazy("fixes.pytorch.memory_budget_rng.validate:check"),
+    reproduce=lazy(f"{__package__}.repro:reproduce"),
+    validate=lazy(f"{__package__}.validate:check"),
 )

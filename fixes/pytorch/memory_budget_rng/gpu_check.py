@@ -2,7 +2,7 @@
 backward on CUDA (inductor), at budgets 0 and 0.5, with the installed
 partitioner and the fixed one, then the benchmark on the GPU.
 
-    python -m fixes.pytorch.memory_budget_rng.gpu_check --fixed-source PATH --out results.json
+    python -m fixmono.fixes.pytorch.memory_budget_rng.gpu_check --fixed-source PATH --out results.json
 
 PATH: the device torch's partitioners.py, transformed here beforehand (the
 GPU image has no libcst)."""
@@ -16,7 +16,7 @@ from pathlib import Path
 
 def main(argv=None) -> int:
     import torch
-    from fixes.pytorch.memory_budget_rng import bench, partitioner
+    from . import bench, partitioner
 
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--fixed-source", type=Path, required=True)

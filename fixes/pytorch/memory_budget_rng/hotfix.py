@@ -15,14 +15,14 @@ def enable() -> str:
     global _saved
     try:
         import torch._functorch.config as fconfig
-        from fixes.pytorch.memory_budget_rng import partitioner
+        from . import partitioner
         module = partitioner.module()
     except ImportError as err:
         return f"torch is not importable here ({err}); nothing to do"
     if _saved is not None:
         return "already enabled"
-    from fixes.pytorch.memory_budget_rng.transform import TRANSFORM
-    from tools.fixlib.runtime import module_source
+    from .transform import TRANSFORM
+    from fixmono.runtime.define import module_source
 
     if TRANSFORM.rewrite(module_source(module)).changed == 0:
         return "this torch never recomputes random ops under a memory budget; nothing to do"
@@ -42,7 +42,7 @@ def disable() -> str:
     if _saved is None:
         return "not enabled; nothing to do"
     import torch._functorch.config as fconfig
-    from fixes.pytorch.memory_budget_rng import partitioner
+    from . import partitioner
 
     partitioner.swap(_saved["functions"])
     fconfig.enable_autograd_cache = _saved["cache"]

@@ -20,7 +20,7 @@ def module():
 
 def functions_from(text: str) -> dict:
     """qualname -> function, defined from `text` as it is."""
-    from tools.fixlib.runtime import define
+    from fixmono.runtime.define import define
 
     return {name: define(text, name, vars(module())) for name in REPLACED}
 
@@ -28,8 +28,8 @@ def functions_from(text: str) -> dict:
 def fixed_functions() -> dict:
     """The installed file's functions with the transformation applied (as
     they are, when the installed torch already has the fix)."""
-    from fixes.pytorch.memory_budget_rng.transform import TRANSFORM  # libcst: only here
-    from tools.fixlib.runtime import module_source
+    from .transform import TRANSFORM  # libcst: only here
+    from fixmono.runtime.define import module_source
 
     return functions_from(TRANSFORM.rewrite(module_source(MODULE)).source)
 

@@ -1,6 +1,6 @@
 """Reproducer: the memory-budget partitioner recomputes dropout's randomness.
 
-    python -m fixes.pytorch.memory_budget_rng.repro [--json]
+    python -m fixmono.fixes.pytorch.memory_budget_rng.repro [--json]
 
 Compiles `y = r * x * w` (r: dropout's mask, and r from multinomial, an RNG
 op outside the partitioner's list of three) with torch.compile
@@ -15,15 +15,15 @@ from __future__ import annotations
 
 import sys
 
-from tools.fixlib.model import ReproResult, Verdict
-from tools.fixlib.repro import cli
+from fixmono.model.fix import ReproResult, Verdict
+from fixmono.runtime.repro import cli
 
 OPS = ("dropout", "multinomial")
 BUDGETS = (0.0, 0.5, 1.0)
 
 
 def measure(functions: dict | None) -> list[dict]:
-    from fixes.pytorch.memory_budget_rng import partitioner
+    from . import partitioner
 
     def run():
         return [partitioner.probe(op, budget) for op in OPS for budget in BUDGETS]
@@ -37,7 +37,7 @@ def measure(functions: dict | None) -> list[dict]:
 def reproduce() -> ReproResult:
     try:
         import torch
-        from fixes.pytorch.memory_budget_rng import partitioner
+        from . import partitioner
         fixed = partitioner.fixed_functions()
     except (ImportError, AttributeError) as err:
         return ReproResult(Verdict.SKIPPED, f"needs torch with torch._functorch.partitioners: {err}")

@@ -8,11 +8,13 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from tools.fixlib.apply import Status, apply_change  # noqa: E402
-from tools.fixlib.runtime import module_source  # noqa: E402
-from fixes.pytorch.memory_budget_rng import hotfix, partitioner, repro  # noqa: E402
-from fixes.pytorch.memory_budget_rng.fix import FIX, TARGET  # noqa: E402
-from fixes.pytorch.memory_budget_rng.validate import check  # noqa: E402
+from fixmono.runtime.child import child_env
+from fixmono.apply.contract import apply_change  # noqa: E402
+from fixmono.model.outcome import Status
+from fixmono.runtime.define import module_source  # noqa: E402
+from fixmono.fixes.pytorch.memory_budget_rng import hotfix, partitioner, repro  # noqa: E402
+from fixmono.fixes.pytorch.memory_budget_rng.fix import FIX, TARGET  # noqa: E402
+from fixmono.fixes.pytorch.memory_budget_rng.validate import check  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -121,11 +123,11 @@ def test_hotfix_refuses_when_the_cache_is_forced_on():
     import subprocess
     import sys
 
-    code = ("from fixes.pytorch.memory_budget_rng import hotfix, partitioner\n"
+    code = ("from fixmono.fixes.pytorch.memory_budget_rng import hotfix, partitioner\n"
             "before = partitioner.module().choose_saved_values_set\n"
             "print(hotfix.enable())\n"
             "print(partitioner.module().choose_saved_values_set is before)\n")
-    env = {**os.environ, "TORCHINDUCTOR_AUTOGRAD_CACHE": "1"}
+    env = child_env({**os.environ, "TORCHINDUCTOR_AUTOGRAD_CACHE": "1"})
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
     message, unchanged = out.strip().splitlines()[-2:]
     assert message.startswith("not enabled: TORCHINDUCTOR_AUTOGRAD_CACHE=1") and unchanged == "True"

@@ -12,7 +12,7 @@ TARGET = "torch/_functorch/partitioners.py"
 def check(before: Mapping[str, str], after: Mapping[str, str]) -> str | None:
     try:
         import torch  # noqa: F401
-        from fixes.pytorch.memory_budget_rng import partitioner
+        from . import partitioner
         fixed = partitioner.functions_from(after[TARGET])
     except ImportError as err:
         return f"cannot validate: torch is not importable here ({err})"

@@ -3,11 +3,11 @@
 
 Declaration only: transform.py, validate.py, repro.py (CUDA), hotfix.py.
 """
-from tools.fixlib.model import Case, Dep3, FileChange, Fix, Fixture, HotFix, lazy
+from fixmono.model.fix import Case, Dep3, FileChange, Fix, Fixture, HotFix, lazy
 
-from fixes.pytorch.sdpa_mask_grad_logsumexp import hotfix
-from fixes.pytorch.sdpa_mask_grad_logsumexp.transform import TRANSFORM
-from fixes.pytorch.sdpa_mask_grad_logsumexp.validate import TARGET
+from . import hotfix
+from .transform import TRANSFORM
+from .validate import TARGET
 
 _DISPATCH = '''Tensor scaled_dot_product_attention(const Tensor& query_, const Tensor& key, const Tensor& value,
     const std::optional<Tensor>& {mask}, double dropout_p, bool is_causal) {{
@@ -81,6 +81,6 @@ overrideable case already does.""",
                 "https://github.com/pytorch/pytorch/pull/188302"),
     cases=CASES,
     hotfix=HotFix(apply=hotfix.enable, remove=hotfix.disable),
-    reproduce=lazy("fixes.pytorch.sdpa_mask_grad_logsumexp.repro:reproduce"),
-    validate=lazy("fixes.pytorch.sdpa_mask_grad_logsumexp.validate:check"),
+    reproduce=lazy(f"{__package__}.repro:reproduce"),
+    validate=lazy(f"{__package__}.validate:check"),
 )

@@ -1,6 +1,6 @@
 """Reproducer: SDPA backward when only the attention mask requires grad.
 
-    python -m fixes.pytorch.sdpa_mask_grad_logsumexp.repro [--json]
+    python -m fixmono.fixes.pytorch.sdpa_mask_grad_logsumexp.repro [--json]
 
 On a CUDA GPU: query/key/value (2 x 4 heads x 64 x 64, float32) that do not
 require grad and a float mask that does, through
@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import sys
 
-from tools.fixlib.model import ReproResult, Verdict
-from tools.fixlib.repro import cli
+from fixmono.model.fix import ReproResult, Verdict
+from fixmono.runtime.repro import cli
 
 B, H, L, D = 2, 4, 64, 64
 TOLERANCE = 1e-4
@@ -61,7 +61,7 @@ def reproduce() -> ReproResult:
     if not torch.cuda.is_available():
         return ReproResult(Verdict.SKIPPED, "needs a CUDA GPU (the memory-efficient kernel); on the CPU the math "
                                             "path is used and works", needs="cuda")
-    from fixes.pytorch.sdpa_mask_grad_logsumexp import hotfix
+    from . import hotfix
 
     q, k, v, mask = inputs()
     want = reference_grad(q, k, v, mask)

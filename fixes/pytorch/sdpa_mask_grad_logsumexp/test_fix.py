@@ -8,10 +8,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from tools.fixlib.apply import Status, apply_change  # noqa: E402
-from fixes.pytorch.sdpa_mask_grad_logsumexp import hotfix, repro  # noqa: E402
-from fixes.pytorch.sdpa_mask_grad_logsumexp.fix import FIX, TARGET  # noqa: E402
-from fixes.pytorch.sdpa_mask_grad_logsumexp.validate import check  # noqa: E402
+from fixmono.apply.contract import apply_change  # noqa: E402
+from fixmono.model.outcome import Status
+from fixmono.fixes.pytorch.sdpa_mask_grad_logsumexp import hotfix, repro  # noqa: E402
+from fixmono.fixes.pytorch.sdpa_mask_grad_logsumexp.fix import FIX, TARGET  # noqa: E402
+from fixmono.fixes.pytorch.sdpa_mask_grad_logsumexp.validate import check  # noqa: E402
 
 FIXTURE = (Path(__file__).parent / "fixtures" / "attention.cpp").read_text()
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-from tools.fixlib.engines.cpp import CppDocument, CppTransform, Edit, Plan, ancestors, walk
+from fixmono.engines.cpp import CppDocument, CppTransform, Edit, Plan, ancestors, walk
 
 FUNCTION = "scaled_dot_product_attention"
 HELPER = "should_compute_logsumexp"

@@ -23,7 +23,7 @@ TERMS = (  # C++ predicate -> Python name, applied in order
 
 def decision(text: str) -> str | None:
     """The efficient case's compute_logsumexp as a Python expression, or None."""
-    from fixes.pytorch.sdpa_mask_grad_logsumexp.transform import CASE, HELPER
+    from .transform import CASE, HELPER
 
     case = re.search(rf"case\s+[\w:]*{CASE}\s*:(.*?)(?=\bcase\s+[\w:]+\s*:|\bdefault\s*:)", text, re.S)
     if not case:

@@ -1,6 +1,6 @@
 """GPU benchmark of the separate bias-grad reduction (no TE needed).
 
-    python -m fixes.transformer_engine.rocm_unfused_bgrad.bench [--out DIR] [--quick]
+    python -m fixmono.fixes.transformer_engine.rocm_unfused_bgrad.bench [--out DIR] [--quick]
 
 For tokens x features shapes with bf16 grad_output and an fp32 result:
  (a) each reduction's time against the memory-bandwidth limit, i.e. the bytes
@@ -22,8 +22,8 @@ from pathlib import Path
 
 import torch
 
-from tools.fixlib.gpu_timing import graph_ms
-from fixes.transformer_engine.rocm_unfused_bgrad.reduce import triton_available, triton_column_sum
+from fixmono.bench.gpu_timing import graph_ms
+from .reduce import triton_available, triton_column_sum
 
 SHAPES = [(t, f) for t in (4096, 16384, 65536) for f in (1024, 4096, 8192, 16384)]
 QUICK = [(4096, 1024), (16384, 4096)]

@@ -3,10 +3,10 @@
 Declaration only: transformation in transform.py, runtime form in hotfix.py,
 CPU doubles in double.py, reproducer in repro.py.
 """
-from tools.fixlib.model import Case, Dep3, FileChange, Fix, Fixture, HotFix, lazy
+from fixmono.model.fix import Case, Dep3, FileChange, Fix, Fixture, HotFix, lazy
 
-from fixes.transformer_engine.rocm_unfused_bgrad import hotfix
-from fixes.transformer_engine.rocm_unfused_bgrad.transform import TRANSFORM
+from . import hotfix
+from .transform import TRANSFORM
 
 TARGET = "transformer_engine/pytorch/cpp_extensions/gemm.py"
 
@@ -103,6 +103,6 @@ the delay_wgrad_compute tests compare equal bitwise. CUDA is unchanged.""",
     references=("https://github.com/ROCm/TransformerEngine/pull/634",),
     cases=CASES,
     hotfix=HotFix(apply=hotfix.enable, remove=hotfix.disable),
-    reproduce=lazy("fixes.transformer_engine.rocm_unfused_bgrad.repro:reproduce"),
-    validate=lazy("fixes.transformer_engine.rocm_unfused_bgrad.validate:check"),
+    reproduce=lazy(f"{__package__}.repro:reproduce"),
+    validate=lazy(f"{__package__}.validate:check"),
 )

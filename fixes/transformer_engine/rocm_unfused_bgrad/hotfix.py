@@ -7,7 +7,7 @@ grad requested, no gelu, no userbuffers, plain-tensor grad_output, fp32
 output) the GEMM runs without the fused bias grad, and the bias grad is
 grad_output summed over tokens in fp32.
 
-    from fixes.transformer_engine.rocm_unfused_bgrad import hotfix
+    from . import hotfix
     hotfix.enable()    # a message saying what it did, or why nothing
     hotfix.disable()
 """
@@ -31,7 +31,7 @@ def needs_unfused_bgrad(args: tuple, kwargs: dict, fp32_dtypes: tuple) -> bool:
 
 
 def wrap(original, fp32_dtypes: tuple, fast_reduction: bool = False):
-    from fixes.transformer_engine.rocm_unfused_bgrad.reduce import column_sum, torch_column_sum
+    from .reduce import column_sum, torch_column_sum
 
     bias_grad = column_sum if fast_reduction else torch_column_sum
 

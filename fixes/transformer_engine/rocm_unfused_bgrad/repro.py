@@ -1,6 +1,6 @@
 """Reproducer: TE Linear(bias) backward with fp32 main_grad accumulation on ROCm.
 
-    python -m fixes.transformer_engine.rocm_unfused_bgrad.repro [--json]
+    python -m fixmono.fixes.transformer_engine.rocm_unfused_bgrad.repro [--json]
 
 With TransformerEngine on ROCm it runs a tiny te.Linear(bias=True,
 fuse_wgrad_accumulation=True) backward in bf16 with an fp32 main_grad and
@@ -19,11 +19,11 @@ from pathlib import Path
 
 import torch
 
-from tools.fixlib.model import ReproResult, Verdict
-from tools.fixlib.repro import report, torch_backend
-from fixes.transformer_engine.rocm_unfused_bgrad import hotfix
-from fixes.transformer_engine.rocm_unfused_bgrad.double import HIPBLASLT_ERROR, check_fix
-from fixes.transformer_engine.rocm_unfused_bgrad.transform import TRANSFORM
+from fixmono.model.fix import ReproResult, Verdict
+from fixmono.runtime.repro import report, torch_backend
+from . import hotfix
+from .double import HIPBLASLT_ERROR, check_fix
+from .transform import TRANSFORM
 
 FIXTURE = Path(__file__).parent / "fixtures" / "gemm_rocm.py"
 

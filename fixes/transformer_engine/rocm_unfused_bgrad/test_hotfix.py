@@ -6,10 +6,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from fixes.transformer_engine.rocm_unfused_bgrad import hotfix
-from fixes.transformer_engine.rocm_unfused_bgrad.double import (
+from fixmono.fixes.transformer_engine.rocm_unfused_bgrad import hotfix
+from fixmono.fixes.transformer_engine.rocm_unfused_bgrad.double import (
     HipblasltGemmDouble, WgradCase, load_general_gemm, wgrad_call)
-from fixes.transformer_engine.rocm_unfused_bgrad.fix import FIX
+from fixmono.fixes.transformer_engine.rocm_unfused_bgrad.fix import FIX
 
 FIXTURE = (Path(__file__).parent / "fixtures" / "gemm_rocm.py").read_text()
 

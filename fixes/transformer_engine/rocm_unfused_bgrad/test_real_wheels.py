@@ -6,13 +6,14 @@ import shutil
 
 import pytest
 
-from tools.fixlib.apply import Status, apply_change
-from tools.fixlib.projects import PROJECTS
-from tools.fixlib.testing import git, only_insertions
-from tools.fixlib.upstream import materialise_wheel
-from tools.fixlib.testing import make_patch
-from fixes.transformer_engine.rocm_unfused_bgrad.double import check_fix
-from fixes.transformer_engine.rocm_unfused_bgrad.fix import FIX, TARGET
+from fixmono.apply.contract import apply_change
+from fixmono.model.outcome import Status
+from fixmono.model.projects import PROJECTS
+from fixmono.testing import git, only_insertions
+from fixmono.sources.wheel import materialise_wheel
+from fixmono.testing import make_patch
+from fixmono.fixes.transformer_engine.rocm_unfused_bgrad.double import check_fix
+from fixmono.fixes.transformer_engine.rocm_unfused_bgrad.fix import FIX, TARGET
 
 TE = PROJECTS["transformer-engine"]
 # first and last 2.x releases, and releases where general_gemm changed shape

@@ -2,8 +2,8 @@
 import pytest
 import torch
 
-from fixes.transformer_engine.rocm_unfused_bgrad import bench
-from fixes.transformer_engine.rocm_unfused_bgrad.reduce import column_sum, torch_column_sum
+from fixmono.fixes.transformer_engine.rocm_unfused_bgrad import bench
+from fixmono.fixes.transformer_engine.rocm_unfused_bgrad.reduce import column_sum, torch_column_sum
 
 
 def test_column_sum_is_the_fp32_sum_on_cpu():

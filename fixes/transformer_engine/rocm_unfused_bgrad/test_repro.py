@@ -1,6 +1,6 @@
 """The reproducer here: skipped (needs TE on ROCm), with the double-based check."""
-from tools.fixlib.model import Verdict
-from fixes.transformer_engine.rocm_unfused_bgrad import repro
+from fixmono.model.fix import Verdict
+from fixmono.fixes.transformer_engine.rocm_unfused_bgrad import repro
 
 
 def test_skipped_with_reason_and_double_check(capsys):

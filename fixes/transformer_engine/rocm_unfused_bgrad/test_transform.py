@@ -4,10 +4,11 @@ from pathlib import Path
 
 import libcst as cst
 
-from tools.fixlib.apply import Status, apply_change
-from tools.fixlib.testing import only_insertions
-from fixes.transformer_engine.rocm_unfused_bgrad.double import check_fix
-from fixes.transformer_engine.rocm_unfused_bgrad.fix import FIX
+from fixmono.apply.contract import apply_change
+from fixmono.model.outcome import Status
+from fixmono.testing import only_insertions
+from fixmono.fixes.transformer_engine.rocm_unfused_bgrad.double import check_fix
+from fixmono.fixes.transformer_engine.rocm_unfused_bgrad.fix import FIX
 
 FIXTURE = (Path(__file__).parent / "fixtures" / "gemm_rocm.py").read_text()
 CHANGE = FIX.changes[0]

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from tools.fixlib.engines.python import PythonTransform, SiteTransformer, dotted_name, find_all, module_binds
+from fixmono.engines.python import PythonTransform, SiteTransformer, dotted_name, find_all, module_binds
 
 FUNCTION = "general_gemm"
 FLAG = "rocm_unfused_bgrad"

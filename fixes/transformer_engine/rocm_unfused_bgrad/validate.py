@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from fixes.transformer_engine.rocm_unfused_bgrad.fix import TARGET
+from .fix import TARGET
 
 
 def check(before: Mapping[str, str], after: Mapping[str, str]) -> str | None:
-    from fixes.transformer_engine.rocm_unfused_bgrad.double import check_fix
+    from .double import check_fix
 
     result = check_fix(before[TARGET], after[TARGET])
     return "; ".join(result.problems) or None

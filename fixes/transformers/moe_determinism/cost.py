@@ -1,6 +1,6 @@
 """Where the recipe's step time goes, and whether each part is needed (GPU).
 
-    python -m fixes.transformers.moe_determinism.cost --config A --rounds 30 --out FILE [--profile]
+    python -m fixmono.fixes.transformers.moe_determinism.cost --config A --rounds 30 --out FILE [--profile]
 
 One process, one model (train.py's named configurations). The recipe's parts are
 switched on and off between steps, so every variant runs on the same weights,
@@ -65,7 +65,7 @@ class Switches:
     """The recipe's parts on one model, switchable between steps."""
 
     def __init__(self, model, choice=None):
-        from fixes.transformers.moe_determinism import attention
+        from . import attention
 
         self.model, self.on = model, None
         self.choice = choice or attention.select()
@@ -73,8 +73,8 @@ class Switches:
     def set(self, parts: frozenset) -> None:
         import torch
 
-        from fixes.transformers.moe_determinism import attention, conv1d, experts
-        from fixes.transformers.moe_determinism.pin import checkpointing_enable, enable_pinned_routing
+        from . import attention, conv1d, experts
+        from .pin import checkpointing_enable, enable_pinned_routing
 
         if parts == self.on:
             return
@@ -140,7 +140,7 @@ def pin_calls(model, switches, data, iters: int = 200) -> dict:
 
     import torch
 
-    from fixes.transformers.moe_determinism import pin
+    from . import pin
 
     shapes = []
     original = pin.PinnedTopK.topk
@@ -193,7 +193,7 @@ def build(config: str):
     import torch
     from transformers import AutoModelForCausalLM
 
-    from fixes.transformers.moe_determinism.train import CONFIGS, gpu_config, make_trainable
+    from .train import CONFIGS, gpu_config, make_trainable
 
     spec = CONFIGS[config]
     torch.manual_seed(0)
@@ -208,7 +208,7 @@ def build(config: str):
 def run(config: str, rounds: int, names: list[str], profile: bool, warmup: int = 2) -> dict:
     import torch
 
-    from fixes.transformers.moe_determinism.models import batch
+    from .models import batch
 
     model, cfg, spec = build(config)
     switches = Switches(model)

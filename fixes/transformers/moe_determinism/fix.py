@@ -4,9 +4,9 @@ Declaration only. Runtime: pin.py (routing pin), conv1d.py, attention.py,
 recipe.py (all of them in one call). Upstream form: transform.py. CPU
 reproducer: repro.py; GPU determinism runs: train.py.
 """
-from tools.fixlib.model import Case, Dep3, FileChange, Fix, Fixture, HotFix, installed_file, lazy
+from fixmono.model.fix import Case, Dep3, FileChange, Fix, Fixture, HotFix, installed_file, lazy
 
-from fixes.transformers.moe_determinism.transform import (
+from .transform import (
     CHECKPOINTING_TRANSFORM, MODELING_UTILS_PY, MOE_PY, MOE_TRANSFORM)
 
 _ENABLE = '''class PreTrainedModel:
@@ -50,13 +50,13 @@ CASES = (
 def _apply(model=None, attention_backend=None) -> str:
     if model is None:
         return "MoE determinism: needs the model: FIX.hotfix.apply(model=model)"
-    from fixes.transformers.moe_determinism import recipe
+    from . import recipe
 
     return "; ".join(recipe.enable(model, attention_backend))
 
 
 def _remove() -> str:
-    from fixes.transformers.moe_determinism import recipe
+    from . import recipe
 
     return "; ".join(recipe.disable())
 
@@ -93,6 +93,6 @@ use_reentrant=False.""",
     references=("https://github.com/NVIDIA/Megatron-LM/blob/main/megatron/core/transformer/moe/router_replay.py",),
     cases=CASES,
     hotfix=HotFix(apply=_apply, remove=_remove),
-    reproduce=lazy("fixes.transformers.moe_determinism.repro:reproduce"),
-    validate=lazy("fixes.transformers.moe_determinism.validate:check"),
+    reproduce=lazy(f"{__package__}.repro:reproduce"),
+    validate=lazy(f"{__package__}.validate:check"),
 )

@@ -4,7 +4,7 @@ CUDA, with deterministic algorithms on. Records, per name, the enable line and
 the step's outcome. A backend this GPU or deterministic mode lacks must be
 refused at enable() with torch's reason, never fail in the step.
 
-    python -m fixes.transformers.moe_determinism.gpu_backends --out results.json
+    python -m fixmono.fixes.transformers.moe_determinism.gpu_backends --out results.json
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from pathlib import Path
 def main(argv=None) -> int:
     import torch
 
-    from fixes.transformers.moe_determinism import models, recipe
+    from . import models, recipe
 
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--out", type=Path, required=True)

@@ -1,6 +1,6 @@
 """Routing decisions that differ between the forward and the recompute, on the GPU.
 
-    python -m fixes.transformers.moe_determinism.gpu_routing --config A-grouped --out FILE
+    python -m fixmono.fixes.transformers.moe_determinism.gpu_routing --config A-grouped --out FILE
 
 grouped_mm experts save the same shapes whatever the routing, so a flipped top-k
 in the recompute raises nothing: the backward silently uses other experts. Here
@@ -29,7 +29,7 @@ class ExpertInputs:
     """Forward pre-hooks on every experts module: the top_k_index it was called with, by pass."""
 
     def __init__(self, model):
-        from fixes.transformers.moe_determinism.inject import in_backward
+        from .inject import in_backward
 
         self.calls: dict[str, dict[str, list]] = {}
         self.handles = []
@@ -58,8 +58,8 @@ class ExpertInputs:
 def one_step(model, data, pin: bool, deterministic: bool, scale: float | None) -> dict:
     import torch
 
-    from fixes.transformers.moe_determinism.inject import RecomputeRoutingDrift
-    from fixes.transformers.moe_determinism.pin import checkpointing_enable, enable_pinned_routing
+    from .inject import RecomputeRoutingDrift
+    from .pin import checkpointing_enable, enable_pinned_routing
 
     torch.use_deterministic_algorithms(deterministic)
     enable_pinned_routing(model) if pin else checkpointing_enable(model, {"use_reentrant": False})
@@ -94,8 +94,8 @@ def main(argv=None) -> int:
         print("skipped: needs a GPU")
         return 77
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    from fixes.transformers.moe_determinism.cost import build
-    from fixes.transformers.moe_determinism.models import batch
+    from .cost import build
+    from .models import batch
 
     model, cfg, spec = build(args.config)
     data = {k: v.cuda() for k, v in batch(cfg.vocab_size, seed=0, size=spec["batch"]).items()}

@@ -1,6 +1,6 @@
 """One call for deterministic MoE fine-tuning under activation checkpointing.
 
-    from fixes.transformers.moe_determinism import recipe
+    from . import recipe
     for line in recipe.enable(model): print(line)
     # or: FIXMONO_DETERMINISTIC_MOE=1 and call recipe.enable_from_env(model)
 
@@ -18,8 +18,8 @@ import os
 
 import torch
 
-from fixes.transformers.moe_determinism import attention, conv1d, experts
-from fixes.transformers.moe_determinism.pin import enable_pinned_routing
+from . import attention, conv1d, experts
+from .pin import enable_pinned_routing
 
 
 # attention_backend / FIXMONO_DETERMINISTIC_ATTENTION, besides "auto" and "eager". SDPBackend

@@ -1,6 +1,6 @@
 """Reproducer (CPU): routing flips between forward and recompute under gradient checkpointing.
 
-    python -m fixes.transformers.moe_determinism.repro [--families qwen3_5_moe,mixtral,deepseek_v3] [--json]
+    python -m fixmono.fixes.transformers.moe_determinism.repro [--families qwen3_5_moe,mixtral,deepseek_v3] [--json]
 
 For tiny random MoE models built from transformers configs (Qwen3.5-MoE,
 Mixtral, DeepSeek-V3 with its group-limited sigmoid router), with eager and
@@ -23,11 +23,11 @@ import sys
 
 import torch
 
-from tools.fixlib.model import ReproResult, Verdict
-from tools.fixlib.repro import report
-from fixes.transformers.moe_determinism.inject import RecomputeRoutingDrift, RoutingRecorder
-from fixes.transformers.moe_determinism.models import FAMILIES, batch, tiny_model
-from fixes.transformers.moe_determinism.pin import checkpointing_enable, enable_pinned_routing
+from fixmono.model.fix import ReproResult, Verdict
+from fixmono.runtime.repro import report
+from .inject import RecomputeRoutingDrift, RoutingRecorder
+from .models import FAMILIES, batch, tiny_model
+from .pin import checkpointing_enable, enable_pinned_routing
 
 EXPERTS = ("eager", "grouped_mm")
 

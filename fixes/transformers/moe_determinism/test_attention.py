@@ -2,7 +2,7 @@
 import torch
 import torch.nn.functional as F
 
-from fixes.transformers.moe_determinism import attention
+from fixmono.fixes.transformers.moe_determinism import attention
 
 
 def test_cpu_selection_is_verified_and_reproducible():

@@ -2,8 +2,8 @@
 import torch
 import torch.nn.functional as F
 
-from fixes.transformers.moe_determinism import conv1d
-from fixes.transformers.moe_determinism.models import batch, tiny_model
+from fixmono.fixes.transformers.moe_determinism import conv1d
+from fixmono.fixes.transformers.moe_determinism.models import batch, tiny_model
 
 
 def test_matches_the_reference_conv():

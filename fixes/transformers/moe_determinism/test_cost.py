@@ -10,8 +10,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from fixes.transformers.moe_determinism import attention, conv1d, cost, experts, models  # noqa: E402
-from fixes.transformers.moe_determinism.gpu_routing import one_step  # noqa: E402
+from fixmono.fixes.transformers.moe_determinism import attention, conv1d, cost, experts, models  # noqa: E402
+from fixmono.fixes.transformers.moe_determinism.gpu_routing import one_step  # noqa: E402
 
 
 def test_mean_ci_by_hand():

@@ -5,8 +5,8 @@ import pytest
 import torch
 from torch.utils.checkpoint import checkpoint
 
-from fixes.transformers.moe_determinism.inject import RecomputeRoutingDrift
-from fixes.transformers.moe_determinism.pin import PinnedTopK, pin_moe_routing_kwargs, pinned_routing_contexts
+from fixmono.fixes.transformers.moe_determinism.inject import RecomputeRoutingDrift
+from fixmono.fixes.transformers.moe_determinism.pin import PinnedTopK, pin_moe_routing_kwargs, pinned_routing_contexts
 
 
 def router_layer(x, w):

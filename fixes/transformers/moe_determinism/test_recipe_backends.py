@@ -10,7 +10,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from fixes.transformers.moe_determinism import models, recipe  # noqa: E402
+from fixmono.fixes.transformers.moe_determinism import models, recipe  # noqa: E402
 
 CPU_KERNELS = {"math", "flash", "flash_attention"}  # SDPA kernels torch has on the CPU
 

@@ -1,7 +1,7 @@
 """The CPU reproducer: drift breaks (eager) or silently changes (grouped_mm)
 routing for Qwen3.5-MoE, Mixtral and DeepSeek-V3; the pin fixes it bitwise."""
-from tools.fixlib.model import Verdict
-from fixes.transformers.moe_determinism import repro
+from fixmono.model.fix import Verdict
+from fixmono.fixes.transformers.moe_determinism import repro
 
 
 def test_every_family_and_experts_implementation():

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from fixes.transformers.moe_determinism import train
+from fixmono.fixes.transformers.moe_determinism import train
 
 
 def result(losses_1, losses_2, differing):

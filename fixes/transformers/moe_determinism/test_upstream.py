@@ -12,11 +12,12 @@ from pathlib import Path
 import pytest
 import transformers
 
-from tools.fixlib.apply import Status, apply_change
-from tools.fixlib.testing import git, only_insertions
-from tools.fixlib.testing import make_patch
-from fixes.transformers.moe_determinism.fix import FIX
-from fixes.transformers.moe_determinism.validate import train_patched
+from fixmono.apply.contract import apply_change
+from fixmono.model.outcome import Status
+from fixmono.testing import git, only_insertions
+from fixmono.testing import make_patch
+from fixmono.fixes.transformers.moe_determinism.fix import FIX
+from fixmono.fixes.transformers.moe_determinism.validate import train_patched
 
 WHEEL_VERSIONS = os.environ.get("TRANSFORMERS_WHEEL_VERSIONS", "5.2.0 5.5.0 5.17.0 5.23.0").split()
 

@@ -1,21 +1,20 @@
 """Determinism check on the GPU: short LoRA-style fine-tuning runs, compared.
 
-    python -m fixes.transformers.moe_determinism.train --out DIR [--config A,B,C] [--steps 20]
-    python -m fixes.transformers.moe_determinism.train --out DIR --report   # DIR/determinism.md again
+    python -m fixmono.fixes.transformers.moe_determinism.train --out DIR [--config A,B,C] [--steps 20]
+    python -m fixmono.fixes.transformers.moe_determinism.train --out DIR --report   # DIR/determinism.md again
 
 Each run is a fresh process: same seed and data, bf16, activation
 checkpointing on, LoRA adapters (rank 8) on every Linear but the router and
 the LM head, AdamW. Modes: `baseline` (checkpointing only), `pin` (routing
 pinned, nothing else) and `recipe` (recipe.enable). Two runs per mode; their
 adapter weights are saved as safetensors and compared tensor by tensor
-(tools/fixlib/weights.py, the same code as tools/compare_weights). Step times
+(fixmono/bench/weights.py, the same code as tools/compare_weights). Step times
 are medians after 3 warm-up steps.
 """
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -24,6 +23,8 @@ from pathlib import Path
 
 import torch
 from torch import nn
+
+from fixmono.runtime.child import child_env, module_command
 
 MODES = ("baseline", "pin", "recipe")
 
@@ -70,7 +71,7 @@ CONFIGS = {
 
 
 def gpu_config(family: str, name: str = "tiny"):
-    from fixes.transformers.moe_determinism.models import config
+    from .models import config
 
     spec = CONFIGS[name]
     cfg = config(spec["family"] or family)
@@ -100,9 +101,9 @@ def run(mode: str, family: str, steps: int, out: Path, name: str = "tiny") -> di
     from safetensors.torch import save_file
     from transformers import AutoModelForCausalLM
 
-    from fixes.transformers.moe_determinism import recipe
-    from fixes.transformers.moe_determinism.models import batch
-    from fixes.transformers.moe_determinism.pin import checkpointing_enable, enable_pinned_routing
+    from . import recipe
+    from .models import batch
+    from .pin import checkpointing_enable, enable_pinned_routing
 
     spec = CONFIGS[name]
     torch.manual_seed(0)
@@ -144,8 +145,8 @@ def pin_overhead(family: str, steps: int, hidden: int = 1024, layers: int = 8) -
     between two identical models, so drift and noise hit both alike."""
     from transformers import AutoModelForCausalLM
 
-    from fixes.transformers.moe_determinism.models import batch, config
-    from fixes.transformers.moe_determinism.pin import checkpointing_enable, enable_pinned_routing
+    from .models import batch, config
+    from .pin import checkpointing_enable, enable_pinned_routing
 
     cfg = config(family)
     cfg.hidden_size, cfg.num_hidden_layers, cfg.num_attention_heads, cfg.num_key_value_heads = hidden, layers, 16, 4
@@ -212,7 +213,7 @@ def main(argv=None) -> int:
 
 def compare_modes(args, config: str) -> bool:
     """Two fresh processes per mode for one configuration; True when the recipe's runs are identical."""
-    from tools.fixlib.weights import compare, load, summary
+    from fixmono.bench.weights import compare, load, summary
 
     args = argparse.Namespace(**{**vars(args), "config": config})
     results = {}
@@ -222,10 +223,10 @@ def compare_modes(args, config: str) -> bool:
         runs = []
         for i in (1, 2):
             file = args.out / f"{tag}_{mode}_{i}.safetensors"
-            cmd = [sys.executable, "-m", "fixes.transformers.moe_determinism.train", "--out", str(args.out),
+            cmd = module_command(f"{__package__}.train", "--out", str(args.out),
                    "--family", args.family, "--config", args.config, "--steps", str(args.steps),
-                   "--child", mode, str(file)]
-            proc = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ))
+                                 "--child", mode, str(file))
+            proc = subprocess.run(cmd, capture_output=True, text=True, env=child_env())
             lines = [l for l in proc.stdout.splitlines() if l.startswith("{")]
             if proc.returncode or not lines:
                 runs.append({"error": (proc.stderr.strip().splitlines() or ["?"])[-1][:300]})

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from tools.fixlib.engines.python import PythonTransform, SiteTransformer, dotted_name, find_all
-from fixes.transformers.moe_determinism.pin import upstream_block
+from fixmono.engines.python import PythonTransform, SiteTransformer, dotted_name, find_all
+from .pin import upstream_block
 
 MOE_PY = "src/transformers/integrations/moe.py"
 MODELING_UTILS_PY = "src/transformers/modeling_utils.py"

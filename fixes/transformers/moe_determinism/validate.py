@@ -15,15 +15,16 @@ import tempfile
 from pathlib import Path
 from typing import Mapping
 
+from fixmono.runtime.child import child_env
+
 PACKAGE_PREFIX = "src/transformers/"
-REPO_ROOT = Path(__file__).resolve().parents[3]
 
 CHILD = """
 import json, sys, torch
 import transformers
 assert transformers.__file__.startswith(sys.argv[1]), transformers.__file__
-from fixes.transformers.moe_determinism.inject import RecomputeRoutingDrift
-from fixes.transformers.moe_determinism.models import batch, tiny_model
+from FIX_PACKAGE.inject import RecomputeRoutingDrift
+from FIX_PACKAGE.models import batch, tiny_model
 
 def grads(kwargs, drift):
     model = tiny_model("mixtral", "eager")
@@ -35,7 +36,7 @@ def grads(kwargs, drift):
 base = grads({"use_reentrant": False}, drift=False)
 pinned = grads({"pin_moe_routing": True}, drift=True)
 print(json.dumps({"equal": all(torch.equal(base[n], pinned[n]) for n in base), "compared": len(base)}))
-"""
+""".replace("FIX_PACKAGE", __package__)
 
 
 def train_patched(package: Path, files: Mapping[str, str]) -> dict | str:
@@ -45,7 +46,8 @@ def train_patched(package: Path, files: Mapping[str, str]) -> dict | str:
         shutil.copytree(package, copy, ignore=shutil.ignore_patterns("__pycache__"))
         for path, text in files.items():
             (copy / path.removeprefix(PACKAGE_PREFIX)).write_text(text, encoding="utf-8")
-        env = {**os.environ, "PYTHONPATH": f"{tmp}{os.pathsep}{REPO_ROOT}"}
+        env = child_env()
+        env["PYTHONPATH"] = f"{tmp}{os.pathsep}{env['PYTHONPATH']}"
         proc = subprocess.run([sys.executable, "-c", CHILD, str(copy)], env=env, capture_output=True, text=True)
     if proc.returncode:
         last = (proc.stderr.strip().splitlines() or ["?"])[-1]

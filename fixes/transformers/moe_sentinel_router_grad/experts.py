@@ -22,15 +22,15 @@ def module():
 
 
 def function_from(text: str):
-    from tools.fixlib.runtime import define
+    from fixmono.runtime.define import define
 
     return define(text, FUNCTION, vars(module()))
 
 
 def fixed_function(text: str | None = None):
     """The function of `text` (default: the installed file) transformed."""
-    from fixes.transformers.moe_sentinel_router_grad.transform import TRANSFORM  # libcst: only here
-    from tools.fixlib.runtime import module_source
+    from .transform import TRANSFORM  # libcst: only here
+    from fixmono.runtime.define import module_source
 
     return function_from(TRANSFORM.rewrite(text if text is not None else module_source(MODULE)).source)
 

@@ -4,11 +4,11 @@
 Declaration only: transform.py, experts.py (the function run for real),
 repro.py, hotfix.py, validate.py.
 """
-from tools.fixlib.model import Case, Dep3, FileChange, Fix, Fixture, HotFix, lazy
+from fixmono.model.fix import Case, Dep3, FileChange, Fix, Fixture, HotFix, lazy
 
-from fixes.transformers.moe_sentinel_router_grad import hotfix
-from fixes.transformers.moe_sentinel_router_grad.experts import TARGET
-from fixes.transformers.moe_sentinel_router_grad.transform import TRANSFORM, WHY
+from . import hotfix
+from .experts import TARGET
+from .transform import TRANSFORM, WHY
 
 _FUNCTION = '''def batched_mm_experts_forward(self, hidden_states, top_k_index, top_k_weights):
     sample_weights = top_k_weights.reshape(-1)
@@ -79,6 +79,6 @@ multiply the expert outputs, as transformers 5.18 does.""",
                 "https://github.com/huggingface/transformers/pull/48205"),
     cases=CASES,
     hotfix=HotFix(apply=hotfix.enable, remove=hotfix.disable),
-    reproduce=lazy("fixes.transformers.moe_sentinel_router_grad.repro:reproduce"),
-    validate=lazy("fixes.transformers.moe_sentinel_router_grad.validate:check"),
+    reproduce=lazy(f"{__package__}.repro:reproduce"),
+    validate=lazy(f"{__package__}.validate:check"),
 )

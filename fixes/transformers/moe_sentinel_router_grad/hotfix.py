@@ -12,15 +12,15 @@ _original = None
 def enable() -> str:
     global _original
     try:
-        from fixes.transformers.moe_sentinel_router_grad import experts
+        from . import experts
         moe = experts.module()
     except ImportError as err:
         return f"transformers with integrations.moe is not importable here ({err}); nothing to do"
     if _original is not None:
         return "already enabled"
-    from fixes.transformers.moe_sentinel_router_grad.transform import TRANSFORM
-    from tools.fixlib.model import NotApplicable
-    from tools.fixlib.runtime import module_source
+    from .transform import TRANSFORM
+    from fixmono.model.errors import NotApplicable
+    from fixmono.runtime.define import module_source
 
     try:
         if TRANSFORM.rewrite(module_source(moe)).changed == 0:
@@ -36,7 +36,7 @@ def disable() -> str:
     global _original
     if _original is None:
         return "not enabled; nothing to do"
-    from fixes.transformers.moe_sentinel_router_grad import experts
+    from . import experts
 
     experts.module().ExpertsInterface.register(KEY, _original)
     _original = None

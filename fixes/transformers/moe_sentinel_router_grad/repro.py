@@ -1,6 +1,6 @@
 """Reproducer: the router's gradient at expert-parallel sentinel slots.
 
-    python -m fixes.transformers.moe_sentinel_router_grad.repro [--version 5.17.0] [--json]
+    python -m fixmono.fixes.transformers.moe_sentinel_router_grad.repro [--version 5.17.0] [--json]
 
 Runs `batched_mm_experts_forward` (the "batched_mm" experts implementation)
 on the CPU, in one process, as one expert-parallel rank sees it: 4 local
@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import sys
 
-from tools.fixlib.model import ReproResult, Verdict
-from tools.fixlib.repro import cli
+from fixmono.model.fix import ReproResult, Verdict
+from fixmono.runtime.repro import cli
 
 LAST_AFFECTED = "5.17.0"
 
@@ -27,15 +27,15 @@ LAST_AFFECTED = "5.17.0"
 def reproduce(version: str | None = None) -> ReproResult:
     try:
         import transformers
-        from fixes.transformers.moe_sentinel_router_grad import experts
-        from tools.fixlib.runtime import module_source
+        from . import experts
+        from fixmono.runtime.define import module_source
         text = module_source(experts.MODULE)
     except (ImportError, AttributeError) as err:
         return ReproResult(Verdict.SKIPPED, f"needs transformers with integrations.moe: {err}")
     label = f"transformers {transformers.__version__} (installed)"
     if version:
-        from tools.fixlib.errors import UserError
-        from tools.fixlib.upstream import open_upstream
+        from fixmono.model.errors import UserError
+        from fixmono.sources.open import open_upstream
         try:
             data = open_upstream(f"pip:transformers=={version}").read(experts.TARGET)
         except UserError as err:
@@ -43,7 +43,7 @@ def reproduce(version: str | None = None) -> ReproResult:
         if data is None:
             return ReproResult(Verdict.SKIPPED, f"transformers {version} has no {experts.TARGET}")
         text, label = data.decode(), f"transformers {version} (its moe.py, from the wheel)"
-    from tools.fixlib.model import NotApplicable
+    from fixmono.model.errors import NotApplicable
     try:
         before = experts.run_case(experts.function_from(text))
         after = experts.run_case(experts.fixed_function(text))

@@ -8,11 +8,12 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from tools.fixlib.apply import Status, apply_change  # noqa: E402
-from tools.fixlib.runtime import module_source  # noqa: E402
-from fixes.transformers.moe_sentinel_router_grad import experts, hotfix, repro  # noqa: E402
-from fixes.transformers.moe_sentinel_router_grad.fix import FIX, TARGET  # noqa: E402
-from fixes.transformers.moe_sentinel_router_grad.validate import check  # noqa: E402
+from fixmono.apply.contract import apply_change  # noqa: E402
+from fixmono.model.outcome import Status
+from fixmono.runtime.define import module_source  # noqa: E402
+from fixmono.fixes.transformers.moe_sentinel_router_grad import experts, hotfix, repro  # noqa: E402
+from fixmono.fixes.transformers.moe_sentinel_router_grad.fix import FIX, TARGET  # noqa: E402
+from fixmono.fixes.transformers.moe_sentinel_router_grad.validate import check  # noqa: E402
 
 AFFECTED_SHAPE = (Path(__file__).parent / "fixtures" / "moe.py").read_text()
 
@@ -48,7 +49,7 @@ def test_hotfix_reregisters_batched_mm_for_modules_built_before(monkeypatch):
     affected = experts.function_from(AFFECTED_SHAPE)
     monkeypatch.setitem(moe.ExpertsInterface._global_mapping, "batched_mm", affected)
     monkeypatch.setattr(moe, "batched_mm_experts_forward", affected)
-    monkeypatch.setattr("tools.fixlib.runtime.module_source",
+    monkeypatch.setattr("fixmono.runtime.define.module_source",
                         lambda module: AFFECTED_SHAPE if module is moe or module == experts.MODULE else "")
 
     def through_interface():

@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from tools.fixlib.testing import make_patch
-from fixes.transformers.moe_sentinel_router_grad import repro
-from fixes.transformers.moe_sentinel_router_grad.fix import FIX
+from fixmono.testing import make_patch
+from fixmono.fixes.transformers.moe_sentinel_router_grad import repro
+from fixmono.fixes.transformers.moe_sentinel_router_grad.fix import FIX
 
 EXPECTED = {"5.0.0": "not-applicable", "5.3.0": "already-applied", "5.8.0": "applied",
             "5.17.0": "applied", "5.18.0": "already-applied"}

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from tools.fixlib.engines.python import PythonTransform, SiteTransformer, dotted_name, find_all
+from fixmono.engines.python import PythonTransform, SiteTransformer, dotted_name, find_all
 
 FUNCTION = "batched_mm_experts_forward"
 MASK = "sentinel_mask"

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from fixes.transformers.moe_sentinel_router_grad.experts import TARGET
+from .experts import TARGET
 
 
 def check(before: Mapping[str, str], after: Mapping[str, str]) -> str | None:
     try:
-        from fixes.transformers.moe_sentinel_router_grad import experts
+        from . import experts
         function = experts.function_from(after[TARGET])
     except ImportError as err:
         return f"cannot validate: transformers is not importable here ({err})"

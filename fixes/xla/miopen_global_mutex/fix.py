@@ -3,9 +3,9 @@
 Declaration only: the C++ transformations are in transform.py, the JAX
 reproducer in repro.py and the warm-up mitigation in mitigation.py.
 """
-from tools.fixlib.model import Case, Dep3, FileChange, Fix, Fixture, lazy
+from fixmono.model.fix import Case, Dep3, FileChange, Fix, Fixture, lazy
 
-from fixes.xla.miopen_global_mutex.transform import AUTOTUNER, ROCM_DNN
+from .transform import AUTOTUNER, ROCM_DNN
 
 ROCM_DNN_CC = "xla/stream_executor/rocm/rocm_dnn.cc"
 AUTOTUNER_CC = "xla/backends/gpu/autotuner/miopen.cc"
@@ -153,6 +153,6 @@ fails.""",
     # No runtime switch: the fix is C++ inside jaxlib. The user-side mitigation
     # is a call, mitigation.warm_up_one_device_at_a_time (see README.md).
     hotfix=None,
-    reproduce=lazy("fixes.xla.miopen_global_mutex.repro:reproduce"),
-    validate=lazy("fixes.xla.miopen_global_mutex.validate:check"),
+    reproduce=lazy(f"{__package__}.repro:reproduce"),
+    validate=lazy(f"{__package__}.validate:check"),
 )

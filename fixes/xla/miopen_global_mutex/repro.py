@@ -1,6 +1,6 @@
 """Reproducer: every local device runs its first convolution at the same moment.
 
-    python -m fixes.xla.miopen_global_mutex.repro [--devices N] [--timeout S] [--json]
+    python -m fixmono.fixes.xla.miopen_global_mutex.repro [--devices N] [--timeout S] [--json]
 
 XLA creates convolution runners lazily, at each device's first execution, on
 that device's thread (LazyOpRunner -> MIOpenSupport::ConvolveRunnerFromDesc).
@@ -27,8 +27,9 @@ import sys
 import threading
 import time
 
-from tools.fixlib.model import ReproResult, Verdict
-from tools.fixlib.repro import report
+from fixmono.runtime.child import child_env, module_command
+from fixmono.model.fix import ReproResult, Verdict
+from fixmono.runtime.repro import report
 
 HOST_DEVICES = 8
 # Fault-injecting double for tests: the child dies with SIGSEGV inside the
@@ -42,7 +43,7 @@ def child(devices: int | None, warm_up: bool) -> dict:
     import jax
     import numpy as np
 
-    from fixes.xla.miopen_global_mutex.mitigation import warm_up_one_device_at_a_time
+    from .mitigation import warm_up_one_device_at_a_time
 
     devs = jax.local_devices()[:devices] if devices else jax.local_devices()
     version = getattr(devs[0].client, "platform_version", "") or ""
@@ -105,9 +106,9 @@ def in_flight_peak(spans: list[tuple[float, float]]) -> int:
 
 
 def run_child(devices: int | None, warm_up: bool, timeout: float) -> dict:
-    env = dict(os.environ)
+    env = child_env()
     env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + f" --xla_force_host_platform_device_count={HOST_DEVICES}").strip()
-    cmd = [sys.executable, "-m", "fixes.xla.miopen_global_mutex.repro", "--child"]
+    cmd = module_command(f"{__package__}.repro", "--child")
     cmd += (["--devices", str(devices)] if devices else []) + (["--warm-up"] if warm_up else [])
     try:
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)

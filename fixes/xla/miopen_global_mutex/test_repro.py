@@ -1,8 +1,8 @@
 """The JAX reproducer on CPU (8 host devices), and its crash verdict through a
 fault-injecting double (the child kills itself with SIGSEGV)."""
 
-from tools.fixlib.model import Verdict
-from fixes.xla.miopen_global_mutex import repro
+from fixmono.model.fix import Verdict
+from fixmono.fixes.xla.miopen_global_mutex import repro
 
 
 def test_cpu_devices_not_reproduced_and_mitigation_measured():

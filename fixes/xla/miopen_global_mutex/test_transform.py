@@ -5,10 +5,11 @@ from pathlib import Path
 
 import pytest
 
-from tools.fixlib.apply import Status, apply_change
-from tools.fixlib.engines.cpp import CppDocument
-from tools.fixlib.testing import make_patch, make_repo
-from fixes.xla.miopen_global_mutex.fix import AUTOTUNER_CC, FIX, ROCM_DNN_CC
+from fixmono.apply.contract import apply_change
+from fixmono.model.outcome import Status
+from fixmono.engines.cpp import CppDocument
+from fixmono.testing import make_patch, make_repo
+from fixmono.fixes.xla.miopen_global_mutex.fix import AUTOTUNER_CC, FIX, ROCM_DNN_CC
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ROCM_DNN = (FIXTURES / "rocm_dnn.cc").read_text()
@@ -74,7 +75,7 @@ def test_masking_removes_the_preprocessor_and_macro_errors():
     and ABSL_GUARDED_BY give ERROR nodes; masked, only the two macro invocations
     without ';' remain (one line each). On the real rocm_dnn.cc of
     rocm-jaxlib-v0.9.1 the unmasked parse had one ERROR of 4482 lines."""
-    from tools.fixlib.engines.cpp import _parser, walk
+    from fixmono.engines.cpp import _parser, walk
     raw = [n for n in walk(_parser().parse(ROCM_DNN.encode()).root_node) if n.type == "ERROR" or n.is_missing]
     masked = CppDocument(ROCM_DNN).errors()
     assert len(raw) > len(masked)
@@ -93,7 +94,7 @@ def test_autotuner_checks_first_and_falls_back():
 
 
 def test_a_tree_without_the_autotuner_still_gets_rocm_dnn_fixed():
-    from tools.fixlib.apply import apply_fix
+    from fixmono.apply.contract import apply_fix
     files = {ROCM_DNN_CC: ROCM_DNN.encode()}
     outcome = apply_fix(FIX, files.get)
     assert outcome.status is Status.APPLIED

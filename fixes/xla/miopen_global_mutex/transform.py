@@ -1,4 +1,4 @@
-"""ROCm/xla#777 as C++ syntax-tree transformations (tools/fixlib/engines/cpp.py).
+"""ROCm/xla#777 as C++ syntax-tree transformations (fixmono/engines/cpp.py).
 
 rocm_dnn.cc (6 sites):
   1. a process-wide `absl::Mutex` right after `class MIOpenAccess {...};`
@@ -26,8 +26,7 @@ from __future__ import annotations
 
 import re
 
-from tools.fixlib.engines.cpp import (
-    CppDocument, CppTransform, Edit, Plan, enclosing_statement, indent_at, line_start, walk)
+from fixmono.engines.cpp import CppDocument, CppTransform, Edit, Plan, enclosing_statement, indent_at, line_start, walk
 
 MUTEX = "miopen_global_mutex"
 ACCEPTED_MUTEX = re.compile(r"absl::Mutex\s+(\w*miopen\w*global\w*|\w*global\w*miopen\w*)\s*\(\s*absl::kConstInit\s*\)")

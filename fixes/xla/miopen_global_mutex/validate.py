@@ -12,9 +12,9 @@ from __future__ import annotations
 import re
 from typing import Mapping
 
-from fixes.xla.miopen_global_mutex.fix import ROCM_DNN_CC
-from fixes.xla.miopen_global_mutex.transform import ACCEPTED_MUTEX, LOCKS, callee_matches
-from tools.fixlib.engines.cpp import CppDocument, ancestors, walk
+from .fix import ROCM_DNN_CC
+from .transform import ACCEPTED_MUTEX, LOCKS, callee_matches
+from fixmono.engines.cpp import CppDocument, ancestors, walk
 
 
 def check(before: Mapping[str, str], after: Mapping[str, str]) -> str | None:

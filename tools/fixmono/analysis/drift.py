@@ -1,0 +1,151 @@
+"""The drift matrix: every published version in a range, for every fix whose
+targets ship in wheels. Per version: what make_patch's syntax-tree
+transformation reports, and whether the static patch generated at BASE
+(patches/<project>/) still applies with `git apply`, the way quilt, Bazel
+`patches=` and patch-package apply theirs.
+"""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from fixmono.apply.run import run
+from fixmono.model.errors import UserError
+from fixmono.model.fix import Fix
+from fixmono.model.outcome import Status
+from fixmono.model.projects import PROJECTS
+from fixmono.sources.git import run_git
+from fixmono.sources.open import open_upstream
+from fixmono.sources.wheel import NEWER_PYTHONS
+
+# The documented ranges: the major version the fixes are written for. torch
+# wheels are ~110 MB each, so only BASE unless asked (--versions torch=...).
+RANGES = {p.name: p.drift_range for p in PROJECTS.values() if p.drift_range}
+
+
+@dataclass
+class Cell:
+    version: str
+    status: str
+    detail: str
+    static: str  # "applies", "fails", "n/a" (no static patch at BASE)
+
+
+def published_versions(dist: str, major: str) -> list[str]:
+    """Final releases of `dist` whose major version is `major` (pip index: the user's index config)."""
+    if major.startswith("=") and not major.startswith("=="):
+        return [major[1:]]
+    versions: set[Version] = set()
+    # this interpreter's view, then a newer one's: releases that dropped this Python still ship the files
+    for python in ([], ["--python-version", NEWER_PYTHONS[-1]]):
+        proc = subprocess.run([sys.executable, "-m", "pip", "index", "versions", dist, "--disable-pip-version-check",
+                               *python], capture_output=True, text=True, env={**os.environ, "PIP_CONSTRAINT": ""})
+        match = re.search(r"Available versions: (.*)", proc.stdout)
+        if not match and not python:
+            raise UserError(f"cannot list versions of {dist}: {(proc.stderr.strip().splitlines() or ['?'])[-1]}")
+        versions |= {Version(v.strip()) for v in match.group(1).split(",")} if match else set()
+    wanted = SpecifierSet(major) if major[0] in "<>=!~" else SpecifierSet(f"=={major}.*")
+    return [str(v) for v in sorted(versions) if not v.is_prerelease and v in wanted]
+
+
+def static_patch(project: str, fix: Fix, patches: Path | None) -> Path | None:
+    if patches is None:
+        return None
+    found = sorted((patches / project).glob(f"[0-9][0-9][0-9][0-9]-{fix.id}.patch"))
+    return found[0] if found else None
+
+
+def cell(fix: Fix, version: str, patches: Path | None) -> Cell:
+    project = PROJECTS[fix.upstream]
+    upstream = open_upstream(f"pip:{project.dist}=={version}")
+    (outcome,) = run(upstream, [fix])
+    status, detail = outcome.status.value, outcome.detail
+    patch = static_patch(fix.upstream, fix, patches)
+    if patch is None:
+        static = "n/a"
+    else:
+        proc = run_git(upstream.path, "apply", "--check", str(patch.resolve()))
+        static = "applies" if proc.returncode == 0 else "fails"
+    return Cell(version, status, detail, static)
+
+
+def python_fixes(fixes: list[Fix]) -> list[Fix]:
+    return [f for f in fixes if all(c.transform.engine == "python" for c in f.changes)
+            and PROJECTS[f.upstream].dist]
+
+
+def chosen_fixes(ids: list[str] | None, fixes: list[Fix]) -> list[Fix]:
+    """The --fix selection (all when none), restricted to fixes whose targets ship in wheels."""
+    if unknown := sorted(set(ids or ()) - {f.id for f in fixes}):
+        raise UserError(f"unknown fix id(s): {', '.join(unknown)} (known: {', '.join(f.id for f in fixes)})")
+    selected = [f for f in fixes if not ids or f.id in ids]
+    if not python_fixes(selected):
+        raise UserError(f"--fix {', '.join(f.id for f in selected)}: its targets do not ship in wheels")
+    return python_fixes(selected)
+
+
+def parse_versions(specs: list[str], fixes: list[Fix]) -> dict[str, list[str]]:
+    """--versions PROJECT=V1,V2 (repeatable), checked before anything is downloaded."""
+    targeted = {f.upstream for f in fixes}
+    out = {}
+    for spec in specs:
+        project, sep, listed = spec.partition("=")
+        if not sep:
+            raise UserError(f"--versions {spec!r}: expected PROJECT=V1,V2")
+        if project not in PROJECTS:
+            raise UserError(f"--versions {spec!r}: unknown project {project!r} (known: {', '.join(PROJECTS)})")
+        if project not in RANGES:
+            raise UserError(f"--versions {spec!r}: {project} fixes do not ship in wheels, there is nothing to check")
+        if project not in targeted:
+            raise UserError(f"--versions {spec!r}: none of the selected fixes targets {project}")
+        if project in out:
+            raise UserError(f"--versions {spec!r}: {project} given twice")
+        versions = [v.strip() for v in listed.split(",")]
+        if not all(versions):
+            raise UserError(f"--versions {spec!r}: empty version in the list")
+        for v in versions:
+            try:
+                Version(v)
+            except InvalidVersion:
+                raise UserError(f"--versions {spec!r}: {v!r} is not a version") from None
+        out[project] = versions
+    return out
+
+
+def matrix(fixes: list[Fix], versions: dict[str, list[str]], patches: Path | None, progress=lambda m: None) -> dict:
+    rows = {}
+    for fix in python_fixes(fixes):
+        cells = []
+        for v in versions.get(fix.upstream, []):
+            progress(f"{fix.id} @ {v}")
+            cells.append(cell(fix, v, patches))
+        rows[fix.id] = cells
+    return rows
+
+
+def summary(rows: dict) -> str:
+    cells = [c for cs in rows.values() for c in cs]
+    correct = [c for c in cells if c.status != Status.FAILED.value]
+    counts = {s.value: sum(c.status == s.value for c in cells) for s in Status}
+    with_static = [c for c in cells if c.static != "n/a"]
+    applies = sum(c.static == "applies" for c in with_static)
+    return (f"make_patch: {len(correct)}/{len(cells)} fix-versions handled correctly "
+            f"({counts['applied']} applied, {counts['already-applied']} already-applied, "
+            f"{counts['not-applicable']} not-applicable with a reason, {counts['failed']} failed); "
+            f"static patch from BASE applies to {applies}/{len(with_static)}")
+
+
+def markdown(rows: dict) -> str:
+    out = []
+    for fix_id, cells in rows.items():
+        out += [f"### {fix_id}", "", "| version | make_patch | static patch from BASE |", "|---|---|---|"]
+        out += [f"| {c.version} | {c.status} | {c.static} |" for c in cells]
+        out.append("")
+    return "\n".join(out + [summary(rows)]) + "\n"

@@ -1,0 +1,89 @@
+"""Status of an environment: which fixes matter for what is installed here
+(the runtime hot-fixes are in runtime/hotfixes.py).
+
+For each fix: its project, the installed version of the project's distribution,
+the backend here, and whether the installed files already contain the fix (the
+fix's presence check run on the installed files, read as text: nothing of the
+upstream package is imported for it). `--run` also runs each reproducer
+(still_needed.check).
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import sys
+from pathlib import Path
+
+from fixmono.analysis.still_needed import check
+from fixmono.apply.run import run
+from fixmono.model.errors import one_line
+from fixmono.model.fix import Fix
+from fixmono.model.outcome import Status
+from fixmono.model.projects import PROJECTS
+from fixmono.model.registry import discover
+from fixmono.runtime.repro import torch_backend
+from fixmono.sources.installed import InstalledFiles
+
+NOT_FIXED, FIXED, NOT_APPLICABLE, FAILED = "not fixed", "already fixed", "not applicable", "failed"  # installed files; still_needed.py says what reproducers find
+NOT_INSTALLED = "not installed"
+BUILT_IN = "not in the installed package (C++/tests: built into the binary)"
+
+
+def backend() -> dict:
+    """The accelerator torch would use here, without torch: unknown."""
+    if importlib.util.find_spec("torch") is None:
+        return {"name": None, "devices": None, "detail": "torch not installed: backend unknown"}
+    try:
+        import torch
+
+        name = torch_backend()
+        devices = torch.cuda.device_count() if name != "cpu" else 0
+    except Exception as err:  # a broken torch install: say so, do not fail the report
+        return {"name": None, "devices": None, "detail": f"torch does not import: {one_line(err)}"}
+    return {"name": name, "devices": devices, "detail": f"torch {torch.__version__}"}
+
+
+def check_installed(fix: Fix, site: Path | None = None) -> dict:
+    """The fix's presence check on the installed files (apply.run on them)."""
+    source = InstalledFiles(PROJECTS[fix.upstream], site)
+    row = {"fix": fix.id, "project": fix.upstream, "dist": source.dist, "version": source.version,
+           "backends": list(fix.backends)}
+    paths = {c.path: source.path(c.path) for c in fix.changes}
+    if not any(paths.values()):
+        return {**row, "installed_files": BUILT_IN, "applies": None,
+                "detail": ", ".join(paths) + ": compiled or test files, not shipped in the wheel"}
+    if source.version is None:
+        return {**row, "installed_files": NOT_INSTALLED, "applies": None,
+                "detail": f"{source.dist} is not installed in {sys.prefix}"}
+    # a C++/test file next to Python ones is never installed: judged on the Python ones
+    shipped = dataclasses.replace(fix, changes=tuple(c for c in fix.changes if paths[c.path]))
+    (outcome,) = run(source, [shipped])
+    state = {Status.APPLIED: NOT_FIXED, Status.ALREADY_APPLIED: FIXED,
+             Status.NOT_APPLICABLE: NOT_APPLICABLE, Status.FAILED: FAILED}[outcome.status]
+    if outcome.status is Status.APPLIED:
+        detail = "the fix applies; lacking it: " + ", ".join(
+            str(paths[f.path]) for f in outcome.files if f.status is Status.APPLIED)
+    elif outcome.status is Status.ALREADY_APPLIED:
+        detail = "contains the fix: " + ", ".join(str(paths[f.path]) for f in outcome.files)
+    else:
+        detail = outcome.detail
+    return {**row, "installed_files": state, "applies": outcome.status in (Status.APPLIED, Status.ALREADY_APPLIED),
+            "detail": detail}
+
+
+def collect(fixes: list[Fix] | None = None, run_reproducers: bool = False, timeout: float = 600.0,
+            site: Path | None = None, progress=lambda msg: None) -> dict:
+    fixes = discover() if fixes is None else fixes
+    here = backend()
+    rows = []
+    for fix in fixes:
+        row = check_installed(fix, site)
+        row["affects_backend_here"] = here["name"] in fix.backends if here["name"] else None
+        rows.append(row)
+    if run_reproducers:
+        for n, (fix, row) in enumerate(zip(fixes, rows), 1):
+            progress(f"[{n}/{len(fixes)}] running the reproducer of {fix.id} (limit {timeout:.0f} s)")
+            found = check(fix, timeout)
+            row["reproducer"] = {"status": found["status"], "detail": found["detail"]}
+        progress("")
+    return {"python": sys.prefix, "backend": here, "fixes": rows}

@@ -1,0 +1,48 @@
+"""`make_patch --check-upstream`: is the fix still needed by what is installed here?
+
+Each selected fix's reproducer runs in a subprocess with a time limit, against
+the libraries installed in this environment (unpatched upstream). Verdicts map
+to: reproduced -> still-needed; not-reproduced on the backend the bug needs ->
+fixed-upstream; skipped, or not-reproduced while the reproducer says it needs
+another backend -> cannot-run-here (with what it needs).
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+
+from fixmono.model.fix import Fix
+from fixmono.runtime.child import child_env, module_command
+
+STILL_NEEDED, FIXED_UPSTREAM, CANNOT_RUN = "still-needed", "fixed-upstream", "cannot-run-here"
+
+
+def classify(exit_code: int, report: dict | None) -> tuple[str, str]:
+    """(status, detail) from a reproducer's exit code and JSON report."""
+    summary = (report or {}).get("summary", "")
+    needs = (report or {}).get("needs")
+    if exit_code == 1:
+        return STILL_NEEDED, summary
+    if exit_code == 77:
+        return CANNOT_RUN, f"needs {needs or 'another machine'}: {summary}"
+    if exit_code == 0 and needs:
+        return CANNOT_RUN, f"not reproduced here, and it needs {needs}: {summary}"
+    if exit_code == 0:
+        return FIXED_UPSTREAM, summary
+    return CANNOT_RUN, f"reproducer failed (exit {exit_code})"
+
+
+def check(fix: Fix, timeout: float) -> dict:
+    module = f"{fix.package}.repro"
+    try:
+        proc = subprocess.run(module_command(module, "--json"), env=child_env(), capture_output=True,
+                              text=True, encoding="utf-8", errors="replace", timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"fix": fix.id, "status": CANNOT_RUN, "detail": f"reproducer ran past {timeout:.0f} s"}
+    start = proc.stdout.find("{")
+    try:
+        report = json.loads(proc.stdout[start:]) if start >= 0 else None
+    except json.JSONDecodeError:
+        report = None
+    status, detail = classify(proc.returncode, report)
+    return {"fix": fix.id, "status": status, "detail": detail}

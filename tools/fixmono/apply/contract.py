@@ -1,0 +1,105 @@
+"""Engine-independent application of a fix to source text, with its match
+contract and presence check. Pure: reads through a callback and
+returns new text; it never touches a checkout."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+from fixmono.model.errors import NotApplicable, TargetSyntaxError, TransformFailed, Unreadable
+from fixmono.model.fix import FileChange, Fix
+from fixmono.model.outcome import FileOutcome, FixOutcome, Status
+
+
+def decode(path: str, data: bytes) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise Unreadable(f"{path} is not UTF-8 text (byte {err.start})") from None
+
+
+BOM = "\ufeff"
+
+
+def apply_change(change: FileChange, text: str) -> FileOutcome:
+    """Apply one file change to `text`, enforcing the match contract. A UTF-8
+    byte-order mark is set aside for the transformation and kept."""
+    if text.startswith(BOM):
+        outcome = apply_change(change, text[len(BOM):])
+        return outcome if outcome.new_text is None else dataclasses.replace(outcome, new_text=BOM + outcome.new_text)
+    path, want = change.path, change.sites
+    try:
+        result = change.transform.rewrite(text)
+    except NotApplicable as err:
+        return FileOutcome(path, Status.NOT_APPLICABLE, f"{path}: {err} (code moved or removed?)")
+    except (TargetSyntaxError, TransformFailed) as err:
+        return FileOutcome(path, Status.FAILED, f"{path}: {err}")
+    if result.changed == 0 and result.present == want:
+        return FileOutcome(path, Status.ALREADY_APPLIED, f"{path}: fix already present ({want} site(s))")
+    if result.changed + result.present != want or result.changed == 0:
+        return FileOutcome(
+            path, Status.FAILED,
+            f"{path}: match contract expects {want} site(s) for {change.transform.description!r}, "
+            f"found {result.changed} to change and {result.present} already fixed")
+    problem = check_result(change, result.source)
+    if problem:
+        return FileOutcome(path, Status.FAILED, f"{path}: {problem}")
+    if result.present and (result.added or result.already):  # a partly fixed file: say which parts
+        partly = (f"{path}: already there: {', '.join(result.already) or f'{result.present} site(s)'}; "
+                  f"this patch adds: {', '.join(result.added) or f'{result.changed} site(s)'}")
+        return FileOutcome(path, Status.APPLIED, f"{path}: {result.changed} site(s) changed, {result.present} "
+                           f"already there ({partly.split(': ', 1)[1]})", result.source, partly=partly)
+    return FileOutcome(path, Status.APPLIED, f"{path}: {result.changed} site(s) changed", result.source)
+
+
+def check_result(change: FileChange, new_text: str) -> str | None:
+    """The transformed text must parse, hold the contract and be a fixed point."""
+    try:
+        again = change.transform.rewrite(new_text)
+    except (NotApplicable, TargetSyntaxError, TransformFailed) as err:
+        return f"transformed text is broken: {err}"
+    if again.changed or again.present != change.sites:
+        return (f"transformation is not idempotent: second run changed {again.changed}, "
+                f"found {again.present} of {change.sites} fixed")
+    return None
+
+
+def apply_fix(fix: Fix, read: Callable[[str], bytes | None],
+              missing: Callable[[str], str] = lambda path: "not in this upstream") -> FixOutcome:
+    """Apply every file change of `fix`; `read(path)` returns None when absent,
+    which is reported as `<path>: <missing(path)>`."""
+    outcomes = []
+    for change in fix.changes:
+        data = read(change.path)
+        if data is None:
+            outcomes.append(FileOutcome(change.path, Status.NOT_APPLICABLE, f"{change.path}: {missing(change.path)}",
+                                        optional=change.optional, absent=True))
+            continue
+        try:
+            text = decode(change.path, data)
+        except Unreadable as err:
+            outcomes.append(FileOutcome(change.path, Status.FAILED, str(err)))
+            continue
+        outcomes.append(apply_change(change, text))
+    return summarise(fix, tuple(outcomes))
+
+
+def summarise(fix: Fix, files: tuple[FileOutcome, ...]) -> FixOutcome:
+    counted = [f for f in files if not f.optional] or list(files)
+    by = {s: [f for f in counted if f.status is s] for s in Status}
+    detail = "; ".join(f.detail + (" (optional, skipped)" if f.optional else "") for f in files)
+    if by[Status.FAILED]:
+        return FixOutcome(fix, Status.FAILED, "; ".join(f.detail for f in by[Status.FAILED]), files)
+    if absent := [f for f in counted if f.absent]:  # a target file the tree lacks: not this tree's fix
+        return FixOutcome(fix, Status.NOT_APPLICABLE, "; ".join(f.detail for f in absent), files)
+    if by[Status.NOT_APPLICABLE] and by[Status.APPLIED]:
+        # Never emit half a fix: a partial patch would look like success.
+        return FixOutcome(fix, Status.FAILED, "partial match, refusing half a fix: " + detail, files)
+    if by[Status.NOT_APPLICABLE]:
+        return FixOutcome(fix, Status.NOT_APPLICABLE, detail, files)
+    if by[Status.APPLIED]:
+        new = {f.path: f.new_text for f in by[Status.APPLIED]}
+        partly = [f.partly for f in files if f.partly]
+        note = ("Parts of this fix were already in the tree.\n" + "\n".join(partly)) if partly else ""
+        return FixOutcome(fix, Status.APPLIED, detail, files, new, message_note=note)
+    return FixOutcome(fix, Status.ALREADY_APPLIED, detail, files)

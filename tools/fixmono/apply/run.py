@@ -1,0 +1,50 @@
+"""The one run: a list of fixes on one source, in series order. make_patch,
+the drift matrix, drift over history and status all get their outcomes here."""
+from __future__ import annotations
+
+import dataclasses
+
+from fixmono.apply.contract import apply_fix
+from fixmono.apply.revert import confirm_reverted, revert_through_git
+from fixmono.model.errors import Unreadable
+from fixmono.model.fix import Fix
+from fixmono.model.outcome import FixOutcome, Status
+from fixmono.sources.upstream import Source
+
+
+def run(source: Source, fixes: list[Fix], validate: bool = False, progress=lambda message: None) -> list[FixOutcome]:
+    """Apply `fixes` in order; each sees the files as the previous ones left
+    them. A fix that reverts an upstream commit goes through git where the
+    source has history; `validate` runs each applied fix's behavioural check."""
+    patched: dict[str, str | None] = {}
+
+    def read(path: str) -> bytes | None:
+        if path in patched:
+            return None if patched[path] is None else patched[path].encode()
+        return source.read(path)
+
+    outcomes = []
+    for n, fix in enumerate(fixes, 1):
+        progress(f"[{n}/{len(fixes)}] {fix.id}")
+        try:
+            outcome = apply_fix(fix, read, source.missing_file_hint)
+        except Unreadable as err:
+            outcome = FixOutcome(fix, Status.FAILED, str(err))
+        if fix.reverts and source.history:
+            if outcome.status is Status.APPLIED:
+                outcome = revert_through_git(source, outcome, patched)
+            elif outcome.status is Status.ALREADY_APPLIED:
+                outcome = confirm_reverted(source, outcome)
+        if outcome.status is Status.APPLIED and validate and fix.validate:
+            before = {path: read(path).decode("utf-8") for path in outcome.new_files if read(path) is not None}
+            problem = fix.validate(before, outcome.new_files)
+            if problem:
+                outcome = FixOutcome(fix, Status.FAILED, f"validation: {problem}", outcome.files)
+        if outcome.status is Status.APPLIED:
+            patched.update(outcome.new_files)
+            if any("\r\n" in (text or "") for text in outcome.new_files.values()):
+                # git am strips CRs unless told (like any format-patch of a CRLF file)
+                outcome = dataclasses.replace(outcome, detail=outcome.detail + "; CRLF line endings kept: "
+                                                                            "apply with `git am --keep-cr`")
+        outcomes.append(outcome)
+    return outcomes

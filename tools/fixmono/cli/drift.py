@@ -1,0 +1,121 @@
+"""`tools/drift_matrix`: the fixes over published versions (wheels), or one
+fix over a repository's history (--git). A markdown table and a summary;
+exit 0 unless make_patch failed somewhere, 2 on bad input (every argument
+checked before any download or walk)."""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from pathlib import Path
+
+import fixmono
+from fixmono.analysis import history
+from fixmono.analysis.drift import RANGES, chosen_fixes, markdown, matrix, parse_versions, published_versions
+from fixmono.cli.early import exit_quietly
+from fixmono.cli.files import check_report_path, write_report
+from fixmono.cli.guard import ArgumentParser, os_error_as_user_error, run_command
+from fixmono.model.errors import UserError
+from fixmono.model.projects import PROJECTS, runs_on
+from fixmono.model.registry import discover
+from fixmono.sources.upstream import detect_project
+
+# the repository's checked-in series, when fixmono runs from the repository
+REPOSITORY_PATCHES = Path(fixmono.__file__).absolute().parents[2] / "patches"
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = ArgumentParser(prog="drift_matrix", description="make_patch and the static patch across published versions")
+    p.add_argument("--fix", action="append", help="only this fix (repeatable)")
+    p.add_argument("--versions", action="append", default=[], metavar="PROJECT=V1,V2",
+                   help="versions to check instead of the documented range")
+    p.add_argument("--patches", type=Path, help="the static series (default: the repository's patches/)")
+    p.add_argument("--out", type=Path, help="also write the report here")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    history_args = p.add_argument_group("over git history instead of wheels")
+    history_args.add_argument("--git", type=Path, metavar="CHECKOUT", help="a checkout or bare mirror (one --fix)")
+    history_args.add_argument("--range", dest="rev_range", metavar="A..B", help="commits in A..B (default: all to BASE)")
+    history_args.add_argument("--since", metavar="DATE", help="only commits after DATE (git log --since)")
+    history_args.add_argument("--sample", type=int, metavar="N", help="at most N commits, evenly spread")
+    history_args.add_argument("--tips", action="append", default=[], metavar="GLOB",
+                              help="also these branches' tips (repeatable), e.g. 'rocm-jaxlib-v*'")
+    history_args.add_argument("--base", default="HEAD", help="where the static patch is made (default: HEAD)")
+    history_args.add_argument("--csv", type=Path, help="write the points as CSV here")
+    history_args.add_argument("--png", type=Path, help="write a timeline PNG here")
+    args = p.parse_args(argv)
+    if args.patches is None:
+        args.patches = REPOSITORY_PATCHES if REPOSITORY_PATCHES.is_dir() else None
+    return args
+
+
+def progress_printer():
+    return (lambda m: print(f"  {m}", file=sys.stderr)) if sys.stderr.isatty() else (lambda m: None)
+
+
+def over_wheels(args: argparse.Namespace) -> tuple[dict, int]:
+    try:
+        fixes = chosen_fixes(args.fix, discover())
+        chosen = parse_versions(args.versions, fixes)
+        if args.out:
+            check_report_path(args.out)
+        versions = {project: chosen.get(project) or published_versions(PROJECTS[project].dist, RANGES[project])
+                    for project in sorted({f.upstream for f in fixes}) if project in RANGES}
+        rows = matrix(fixes, versions, args.patches, progress_printer())
+    except OSError as err:  # e.g. the wheel cache unwritable: not a bug here
+        raise os_error_as_user_error(err) from None
+    report = markdown(rows)
+    if args.out:  # before the output: the report of a minutes-long run is kept even if stdout went away
+        write_report(args.out, report)
+    payload = {"matrix": {fix_id: [dataclasses.asdict(c) for c in cells] for fix_id, cells in rows.items()},
+               "markdown": report}
+    return payload, 1 if any(c.status == "failed" for cells in rows.values() for c in cells) else 0
+
+
+def over_history(args: argparse.Namespace) -> tuple[dict, int]:
+    """--git: every argument checked before the (long) walk."""
+    fixes = discover()
+    if len(args.fix or []) != 1:
+        raise UserError("--git takes exactly one --fix")
+    (fix,) = [f for f in fixes if f.id == args.fix[0]] or [None]
+    if fix is None:
+        raise UserError(f"unknown fix id: {args.fix[0]} (known: {', '.join(f.id for f in fixes)})")
+    if args.versions:
+        raise UserError("--versions is for wheels; with --git use --range/--since/--tips")
+    if args.sample is not None and args.sample < 1:
+        raise UserError(f"--sample {args.sample}: must be 1 or more")
+    for flag, path in (("--out", args.out), ("--csv", args.csv), ("--png", args.png)):
+        if path:
+            check_report_path(path, flag)
+    try:
+        upstream = history.open_history(args.git.expanduser().resolve(), args.base)
+        project = detect_project(upstream, str(args.git))
+        if not runs_on(fix.upstream, project):
+            raise UserError(f"--fix {fix.id} targets {fix.upstream}; {args.git} is a {project.name} repository")
+        points = history.history(upstream, fix, args.rev_range, args.since, args.sample, args.tips,
+                                 progress_printer())
+    except OSError as err:
+        raise os_error_as_user_error(err) from None
+    lines = [f"### {fix.id} over {args.git} (BASE {upstream.head[:12]})", "",
+             "| commit | date | branch | make_patch | its patch | static patch from BASE |", "|---|---|---|---|---|---|"]
+    lines += [f"| {p.commit[:12]} | {p.date[:10]} | {p.ref} | {p.status} | {p.patch} | {p.static} |" for p in points]
+    summary = history.summary(points, upstream.head)
+    report = "\n".join(lines + [""] + summary) + "\n"
+    for path, data in ((args.out, report.encode()), (args.csv, history.to_csv(points).encode()),
+                       (args.png, history.timeline_png(points))):
+        if path:
+            write_report(path, data)
+    payload = {"fix": fix.id, "base": upstream.head, "points": [dataclasses.asdict(p) for p in points],
+               "summary": summary, "markdown": report}
+    return payload, 1 if any(p.status == "failed" for p in points) else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    def work(args):
+        return over_history(args) if args.git is not None else over_wheels(args)
+
+    return run_command("drift_matrix", argv, parse_args, work, lambda payload, args: payload["markdown"],
+                       "interrupted; no report was written")
+
+
+if __name__ == "__main__":
+    exit_quietly(main())

@@ -1,0 +1,213 @@
+"""make_patch: turn fixes into git patches against a checkout or a wheel.
+
+Exit codes: 0 nothing requested failed; 1 a fix failed; 2 bad input (one line
+on stderr, nothing written); 130 interrupted.
+"""
+from __future__ import annotations
+
+if __name__ == "__main__":  # a signal while the imports below run: one line, no traceback
+    from fixmono.cli.early import interrupt_before_start
+    interrupt_before_start("make_patch")
+
+import argparse
+import sys
+from pathlib import Path
+
+from fixmono.analysis.still_needed import check
+from fixmono.apply.run import run
+from fixmono.cli.early import exit_quietly
+from fixmono.cli.guard import ArgumentParser, run_command
+from fixmono.cli.render import table
+from fixmono.model.errors import UserError
+from fixmono.model.fix import Fix
+from fixmono.model.outcome import Status
+from fixmono.model.projects import PROJECTS, runs_on
+from fixmono.model.registry import discover
+from fixmono.output import publish
+from fixmono.output.branch import check_branch_name
+from fixmono.output.out_dir import check_out_dir, inside
+from fixmono.sources.open import open_upstream
+from fixmono.sources.remote import is_remote
+from fixmono.sources.scratch import pause_point
+from fixmono.sources.upstream import DEFAULT_MAX_TARGET_MIB
+
+DEFAULT_OUT = "patches-out"
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = ArgumentParser(prog="make_patch", description=__doc__.split("\n")[0])
+    p.add_argument("fix_ids", nargs="*", metavar="FIX_ID", help="fixes to apply, in series order")
+    p.add_argument("--all", action="store_true", help="every fix for the upstream")
+    p.add_argument("--upstream", metavar="PATH_OR_SPEC",
+                   help="a git checkout, pip:NAME==VERSION, or 'default' (each project's default)")
+    p.add_argument("--out", metavar="DIR",
+                   help=f"write the series here (default: {DEFAULT_OUT}, unless --branch or --check)")
+    p.add_argument("--branch", metavar="NAME", help="also add the fixes as commits on a new branch")
+    p.add_argument("--check", action="store_true", help="report statuses only; write nothing")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--validate", action="store_true", help="also run each fix's behavioural check")
+    p.add_argument("--check-upstream", action="store_true",
+                   help="run each fix's reproducer against what is installed here: still-needed, "
+                        "fixed-upstream or cannot-run-here")
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds per reproducer (--check-upstream)")
+    p.add_argument("--max-target-size", type=float, default=DEFAULT_MAX_TARGET_MIB, metavar="MIB",
+                   help=f"refuse target files larger than this (default: {DEFAULT_MAX_TARGET_MIB} MiB)")
+    args = p.parse_args(argv)
+    if args.upstream is None and not args.check_upstream:
+        raise UserError("the following arguments are required: --upstream")
+    if not args.max_target_size > 0:
+        raise UserError("--max-target-size must be a positive number of MiB")
+    return args
+
+
+def select(fixes: list[Fix], args: argparse.Namespace) -> list[Fix]:
+    if args.all and args.fix_ids:
+        raise UserError("give fix ids or --all, not both")
+    if args.all:
+        return fixes
+    if not args.fix_ids:
+        raise UserError("name the fixes to apply, or --all (fix ids: "
+                        + ", ".join(f.id for f in fixes) + ")")
+    by_id = {f.id: f for f in fixes}
+    for fid in args.fix_ids:
+        if fid not in by_id:
+            raise UserError(f"unknown fix id {fid!r} (known: {', '.join(by_id)})")
+    wanted = set(args.fix_ids)
+    return [f for f in fixes if f.id in wanted]  # series order, not argument order
+
+
+def check_options(args: argparse.Namespace) -> None:
+    for option in ("upstream", "out", "branch"):
+        value = getattr(args, option)
+        if value is not None and not value.strip():
+            raise UserError(f"--{option} is empty")
+    if args.check and (args.out or args.branch):
+        raise UserError("--check writes nothing: it cannot be combined with --out or --branch")
+    if args.branch and (args.upstream == "default" or args.upstream.startswith("pip:") or is_remote(args.upstream)):
+        raise UserError("--branch needs a git checkout as --upstream (a remote or wheel upstream has no branch "
+                        "of yours to add to)")
+
+
+def plan(args: argparse.Namespace, fixes: list[Fix]) -> list[tuple[str, list[Fix]]]:
+    """(upstream spec, fixes) pairs to run, plus fixes that cannot run at all."""
+    if args.upstream != "default":
+        return [(args.upstream, fixes)]
+    groups: dict[str, list[Fix]] = {}
+    for fix in fixes:
+        groups.setdefault(PROJECTS[fix.upstream].default_spec, []).append(fix)
+    return sorted(groups.items(), key=lambda item: item[1][0].upstream)
+
+
+def prepare(args: argparse.Namespace, spec: str, group: list[Fix]) -> publish.Job:
+    """Open and validate one upstream, its --out and --branch; writes nothing."""
+    if not spec:  # default mode, project without an obtainable default
+        return publish.Job(group)
+    upstream = open_upstream(spec)
+    upstream.max_target_bytes = int(args.max_target_size * (1 << 20))
+    if not args.all:
+        for f in group:
+            if not runs_on(f.upstream, upstream.project):
+                raise UserError(f"fix {f.id} targets {f.upstream}, but --upstream {spec} "
+                                f"is a {upstream.project.name} tree")
+    job = publish.Job(group, upstream, [f for f in group if runs_on(f.upstream, upstream.project)])
+    # a series is written when --out is given, or by default unless --check or --branch
+    if args.out or not (args.check or args.branch):
+        out = Path(args.out or DEFAULT_OUT)
+        if args.upstream == "default":
+            out = out / upstream.project.name
+        if not args.out and inside(out.resolve(), upstream.path):
+            raise UserError(f"the default output directory {DEFAULT_OUT} would be inside the upstream "
+                            f"checkout {upstream.path}; pass --out DIR outside it")
+        job.out, job.shown_out = check_out_dir(upstream, out), str(out)
+    if args.branch:
+        check_branch_name(upstream, args.branch)
+    return job
+
+
+def execute(args: argparse.Namespace) -> tuple[dict, int]:
+    check_options(args)
+    fixes = select(discover(), args)
+    progress = (lambda msg: print(msg, file=sys.stderr)) if sys.stderr.isatty() else (lambda msg: None)
+    jobs = [prepare(args, spec, group) for spec, group in plan(args, fixes)]  # all before any write
+    pause_point("opened")
+    for job in jobs:
+        if job.upstream is not None:
+            job.outcomes = run(job.upstream, job.fixes, args.validate, progress)
+    pause_point("transformed")
+    failed = any(o.status is Status.FAILED for job in jobs for o in job.outcomes)
+    if not failed:  # a failed run writes nothing: the previous series and branches stay as they were
+        publish.write(jobs, args.branch)
+    return {"runs": [report(args, job, written=not failed) for job in jobs]}, 1 if failed else 0
+
+
+def report(args: argparse.Namespace, job: publish.Job, written: bool) -> dict:
+    upstream = job.upstream
+    if upstream is None:
+        project = job.group[0].upstream
+        return {"upstream": None, "project": project, "base": None, "out": None, "written": False, "results": [
+            result(f, Status.NOT_APPLICABLE,
+                   f"no default upstream for {project} on this machine; pass --upstream <{project} checkout>")
+            for f in job.group]}
+    names = iter(job.patches)
+    return {
+        "upstream": upstream.label, "project": upstream.project.name, "base": upstream.head,
+        "out": job.shown_out, "written": written,
+        "branch": args.branch if job.branch_tip else None, "branch_tip": job.branch_tip,
+        "results": [result(o.fix, o.status, o.detail,
+                           next(names) if o.status is Status.APPLIED and job.patches else None)
+                    for o in job.outcomes]}
+
+
+def result(fix: Fix, status: Status, detail: str, patch: str | None = None) -> dict:
+    return {"fix": fix.id, "upstream_project": fix.upstream, "status": status.value,
+            "detail": detail, "patch": patch}
+
+
+def check_upstream(args: argparse.Namespace) -> tuple[dict, int]:
+    if args.upstream or args.out or args.branch:
+        raise UserError("--check-upstream runs reproducers against the installed libraries: "
+                        "it takes no --upstream, --out or --branch")
+    fixes = select(discover(), args)
+    return {"check_upstream": [check(fix, args.timeout) for fix in fixes]}, 0
+
+
+def render_still_needed(report: dict) -> str:
+    rows = [(r["fix"], r["status"], r["detail"]) for r in report["check_upstream"]]
+    return "\n".join(table(("FIX", "STATUS", "DETAIL"), rows, min_widths=(0, 16))) + "\n"
+
+
+def render_runs(report: dict) -> str:
+    lines = []
+    for each in report["runs"]:
+        lines.append(f"upstream: {each['upstream'] or '(none available for ' + each['project'] + ')'}")
+        rows = [(r["fix"], r["status"], r["detail"]) for r in each["results"]]
+        lines += table(("FIX", "STATUS", "DETAIL"), rows, indent="  ", min_widths=(0, 15))
+        if not rows:
+            lines.append("  (no fixes for this upstream)")
+        if each.get("out") and each["written"]:
+            count = sum(1 for r in each["results"] if r["patch"])
+            lines.append(f"  wrote {count} patch(es) and series to {each['out']}")
+        elif each.get("out"):
+            lines.append(f"  wrote nothing to {each['out']}: a fix failed (what was there is as it was)")
+        if each.get("branch"):
+            lines.append(f"  created branch {each['branch']} at {each['branch_tip'][:12]}")
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    def work(args):
+        return check_upstream(args) if args.check_upstream else execute(args)
+
+    def render(report, args):
+        return render_still_needed(report) if args.check_upstream else render_runs(report)
+
+    def interrupted() -> str:
+        return ("interrupted after everything was written (the report was not printed)" if publish.WRITTEN
+                else "interrupted; the checkout was not changed")
+
+    return run_command("make_patch", argv, parse_args, work, render, interrupted)
+
+
+if __name__ == "__main__":
+    exit_quietly(main())

@@ -1,0 +1,75 @@
+"""`tools/fixes status`: which fixes matter for what is installed here.
+
+Exit codes: 0 ok; 2 bad input (one line on stderr); 3 internal error; 130 interrupted.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from fixmono.analysis.status import BUILT_IN, FAILED, FIXED, NOT_APPLICABLE, NOT_FIXED, NOT_INSTALLED, collect
+from fixmono.cli.early import exit_quietly
+from fixmono.cli.guard import ArgumentParser, run_command
+from fixmono.cli.render import table
+from fixmono.model.errors import UserError
+
+COLOURS = {NOT_FIXED: "33", FIXED: "32", FAILED: "31", NOT_APPLICABLE: "2", NOT_INSTALLED: "2", BUILT_IN: "2",
+           "still-needed": "33", "fixed-upstream": "32", "cannot-run-here": "2"}
+
+
+def render(report: dict, colour: bool = False) -> str:
+    def paint(text: str) -> str:
+        key = text.rstrip()
+        return f"\033[{COLOURS[key]}m{text}\033[0m" if colour and key in COLOURS else text
+
+    b = report["backend"]
+    where = f"{b['name']}, {b['devices']} GPU(s) ({b['detail']})" if b["name"] else b["detail"]
+    run = any("reproducer" in r for r in report["fixes"])
+    rows = [(r["fix"], r["project"], f"{r['dist']} {r['version'] or 'not installed'}",
+             ",".join(r["backends"]) + ("" if r["affects_backend_here"] is not False else " (not here)"),
+             r["installed_files"]) for r in report["fixes"]]
+    head, *body = table(("FIX", "PROJECT", "INSTALLED", "FOR", "INSTALLED FILES"), rows,
+                        paint=lambda column, text: paint(text) if column == 4 else text)
+    lines = [f"python: {report['python']}", f"backend: {where}", "", head]
+    for r, row in zip(report["fixes"], body):
+        lines += [row, f"    {r['detail']}"]
+        if run:
+            rep = r["reproducer"]
+            lines.append(f"    reproducer: {paint(rep['status'])}: {rep['detail']}")
+    return "\n".join(lines) + "\n"
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    if argv and argv[0] == "status":
+        argv = argv[1:]
+    elif argv and not argv[0].startswith("-"):
+        raise UserError(f"unknown command {argv[0]!r} (commands: status)")
+    p = ArgumentParser(prog="fixes status", description="which fixes the installed libraries need")
+    p.add_argument("--run", action="store_true", help="also run each fix's reproducer in a subprocess")
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds per reproducer (--run)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    args = p.parse_args(argv)
+    if not args.timeout > 0:
+        raise UserError("--timeout must be a positive number of seconds")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    tty = sys.stderr.isatty()
+
+    def progress(msg: str) -> None:
+        if tty:
+            print(f"\r\033[K{msg}", end="" if msg else "\r", file=sys.stderr, flush=True)
+
+    def work(args):
+        return collect(run_reproducers=args.run, timeout=args.timeout, progress=progress), 0
+
+    def show(report, args):
+        return render(report, colour=sys.stdout.isatty() and not os.environ.get("NO_COLOR"))
+
+    return run_command("fixes", argv, parse_args, work, show, cleanup=lambda: progress(""))
+
+
+if __name__ == "__main__":
+    exit_quietly(main())

@@ -1,0 +1,151 @@
+"""The Python engine: transformations written as libcst transformers.
+
+A fix subclasses SiteTransformer (which counts anchors, changed and present
+sites) and wraps it in a PythonTransform. libcst round-trips the source, so
+everything the transformer does not touch stays byte-identical.
+"""
+from __future__ import annotations
+
+import ast
+from typing import Callable
+
+import libcst as cst
+
+from fixmono.model.errors import NotApplicable, TargetSyntaxError, TransformFailed
+from fixmono.model.fix import Rewrite
+
+
+class SiteTransformer(cst.CSTTransformer):
+    """Base transformer: tracks the qualified name of the enclosing scope and
+    counts what the match contract needs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.anchors = 0  # how many anchor scopes (e.g. functions) were found
+        self.changed = 0  # sites rewritten
+        self.present = 0  # sites already in fixed form
+        self.problems: list[str] = []  # anchor found, but not in a shape we can edit
+        self.added: list[str] = []  # names of changed sites, where a fix has several (for a partly fixed file)
+        self.already: list[str] = []  # names of present sites, likewise
+        self._scope: list[str] = []
+
+    def change(self, site: str) -> None:
+        """Count a site rewritten, by name."""
+        self.changed += 1
+        self.added.append(site)
+
+    def found(self, site: str) -> None:
+        """Count a site already in fixed form, by name."""
+        self.present += 1
+        self.already.append(site)
+
+    @property
+    def qualname(self) -> str:
+        return ".".join(self._scope)
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        self._scope.append(node.name.value)
+        return True
+
+    def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
+        self._scope.pop()
+        return updated
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        self._scope.append(node.name.value)
+        return True
+
+    def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef):
+        self._scope.pop()
+        return updated
+
+
+class PythonTransform:
+    """Adapts a SiteTransformer factory to the Transform protocol."""
+
+    engine = "python"
+
+    def __init__(self, make: Callable[[], SiteTransformer], description: str, anchor: str):
+        self._make = make
+        self.description = description
+        self.anchor = anchor  # what NotApplicable says it looked for
+
+    def rewrite(self, source: str) -> Rewrite:
+        module = parse(source)
+        transformer = self._make()
+        try:
+            new = module.visit(transformer)
+        except RecursionError:  # libcst visits recursively; ast allows deeper nesting
+            raise TargetSyntaxError("Python expressions nested too deeply to transform") from None
+        if transformer.problems:
+            raise TransformFailed("; ".join(transformer.problems))
+        if transformer.anchors == 0:
+            raise NotApplicable(f"no {self.anchor}")
+        return Rewrite(new.code, transformer.changed, transformer.present,
+                       tuple(transformer.added), tuple(transformer.already))
+
+
+def parse(source: str) -> cst.Module:
+    # ast first: libcst's native parser crashes the process (segfault) on deeply
+    # nested expressions, where ast raises an exception we can report.
+    try:
+        ast.parse(source.removeprefix("\ufeff"))  # a UTF-8 BOM is fine in a file, not in a str
+    except (SyntaxError, ValueError) as err:  # ValueError: NUL bytes (Python < 3.12)
+        where = f" at line {err.lineno}" if getattr(err, "lineno", None) else ""
+        raise TargetSyntaxError(f"Python syntax error{where}: {getattr(err, 'msg', err)}") from None
+    except (RecursionError, MemoryError):
+        raise TargetSyntaxError("Python expressions nested too deeply to parse") from None
+    try:
+        return cst.parse_module(source)
+    except cst.ParserSyntaxError as err:
+        raise TargetSyntaxError(f"Python syntax error at line {err.raw_line}: {err.message}") from None
+
+
+def dotted_name(node: cst.BaseExpression) -> str | None:
+    """'torch.batch_norm' for the expression torch.batch_norm, else None."""
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        base = dotted_name(node.value)
+        return f"{base}.{node.attr.value}" if base else None
+    return None
+
+
+def module_binds(module: cst.Module, name: str) -> bool:
+    """Whether a top-level import or assignment of `module` binds `name`."""
+    for stmt in module.body:
+        if not isinstance(stmt, cst.SimpleStatementLine):
+            continue
+        for small in stmt.body:
+            if isinstance(small, (cst.Import, cst.ImportFrom)) and not isinstance(small.names, cst.ImportStar):
+                for alias in small.names:
+                    bound = alias.asname.name if alias.asname else alias.name
+                    if isinstance(bound, cst.Name) and bound.value == name:
+                        return True
+            if isinstance(small, cst.Assign) and any(
+                    isinstance(t.target, cst.Name) and t.target.value == name for t in small.targets):
+                return True
+    return False
+
+
+def find_all(node: cst.CSTNode, kind: type) -> list:
+    """Every descendant of `node` (and node itself) that is a `kind`."""
+    found = []
+
+    class Collect(cst.CSTVisitor):
+        def on_visit(self, n: cst.CSTNode) -> bool:
+            if isinstance(n, kind):
+                found.append(n)
+            return True
+
+    node.visit(Collect())
+    return found
+
+
+def call_argument(call: cst.Call, position: int, keyword: str) -> cst.BaseExpression | None:
+    """The argument bound to a parameter given by position or keyword."""
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == keyword:
+            return arg.value
+    positional = [a for a in call.args if a.keyword is None and not a.star]
+    return positional[position].value if position < len(positional) else None

@@ -1,0 +1,199 @@
+"""Carry a series into an already built wheel, for stacks that cannot rebuild.
+
+Unpack the wheel, `git apply` the series' patches (Python files only: a fix
+that transforms compiled sources is refused by name), give the distribution a
+local version suffix (2.20.2 -> 2.20.2+fixmono), rewrite RECORD with the new
+hashes, repack, then verify: install the new wheel into a temporary venv and
+run each fix's presence check on the installed files.
+"""
+from __future__ import annotations
+
+import base64
+import csv
+import hashlib
+import io
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from packaging.version import InvalidVersion, Version
+
+from fixmono.apply.contract import apply_change
+from fixmono.model.errors import UserError
+from fixmono.model.fix import Fix
+from fixmono.model.outcome import Status
+from fixmono.model.projects import by_dist
+from fixmono.model.registry import discover
+from fixmono.sources.git import clean_env, run_git
+
+FIX_ID = re.compile(r"^Fix-Id: (\S+)$", re.M)
+WHEEL_NAME = re.compile(r"^(?P<name>[^-]+)-(?P<version>[^-]+)-(?P<tags>.+)\.whl$")
+LOCAL_LABEL = re.compile(r"[A-Za-z0-9]+(?:[._-][A-Za-z0-9]+)*")  # PEP 440 local version label
+
+
+@dataclass(frozen=True)
+class Result:
+    wheel: Path
+    fixes: list[str]
+    verified: list[str]  # "<fix>: <path> fixed" lines from the installed files
+
+
+def series_fixes(series: Path) -> list[tuple[Path, Fix]]:
+    if not (series / "series").is_file():
+        raise UserError(f"{series}: no `series` file (give the folder make_patch wrote)")
+    names = (series / "series").read_text(encoding="utf-8", errors="replace").split()
+    if not names:
+        raise UserError(f"{series}/series names no patches")
+    known = {f.id: f for f in discover()}
+    out = []
+    for name in names:
+        patch = series / name
+        if not patch.is_file():
+            raise UserError(f"{series}/series names {name}, which is missing")
+        match = FIX_ID.search(patch.read_text(encoding="utf-8", errors="replace"))
+        if not match or match.group(1) not in known:
+            raise UserError(f"{patch}: no Fix-Id trailer of a known fix")
+        out.append((patch, known[match.group(1)]))
+    compiled = [fix.id for _, fix in out if any(c.transform.engine != "python" for c in fix.changes)]
+    if compiled:
+        raise UserError(f"refusing fixes that change compiled code, a built wheel cannot take them: "
+                        f"{', '.join(compiled)}")
+    return out
+
+
+def record_line(root: Path, path: Path) -> list[str]:
+    data = path.read_bytes()
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return [path.relative_to(root).as_posix(), f"sha256={digest}", str(len(data))]
+
+
+def new_version(version: str, suffix: str) -> str:
+    """2.20.2 -> 2.20.2+fixmono, normalised (a '-' would break the wheel's file name)."""
+    if not LOCAL_LABEL.fullmatch(suffix):
+        raise UserError(f"--suffix {suffix!r} is not a local version label "
+                        "(letters and digits, separated by single '.', '-' or '_')")
+    new = f"{version}.{suffix}" if "+" in version else f"{version}+{suffix}"
+    try:
+        return str(Version(new))
+    except InvalidVersion:
+        raise UserError(f"{new} is not a valid version (PEP 440)") from None
+
+
+def make_out_dir(out_dir: Path) -> Path | None:
+    """--out must be a writable directory, or one that can be created.
+    Returns the topmost folder created here (to remove on failure), or None."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UserError(f"--out {out_dir} exists and is not a directory")
+    created = next((p for p in reversed([out_dir, *out_dir.parents]) if not p.exists()), None)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UserError(f"--out {out_dir} cannot be created: {err.strerror}") from None
+    if not os.access(out_dir, os.W_OK | os.X_OK):
+        raise UserError(f"--out {out_dir} is not writable")
+    return created
+
+
+def patch_wheel(wheel: Path, series: Path, out_dir: Path, suffix: str = "fixmono") -> Result:
+    match = WHEEL_NAME.match(wheel.name)
+    if not wheel.exists():
+        raise UserError(f"{wheel}: no such file")
+    if not wheel.is_file() or not match:
+        raise UserError(f"{wheel}: not a wheel file (name-version-tags.whl)")
+    project = by_dist(match["name"].replace("_", "-"))
+    if project is None:
+        raise UserError(f"{wheel.name}: {match['name']} is not an upstream of any fix")
+    version = new_version(match["version"], suffix)
+    fixes = series_fixes(series)
+    wrong = [fix.id for _, fix in fixes if fix.upstream != project.name]
+    if wrong:
+        raise UserError(f"series has fixes for another upstream than {project.name}: {', '.join(wrong)}")
+    created = make_out_dir(out_dir)
+    target = out_dir / f"{match['name']}-{version}-{match['tags']}.whl"
+    try:
+        # unpacked and patched in a temporary folder (not in --out, which may be in a
+        # git checkout: `git apply` there would skip the paths); built and verified in
+        # a hidden folder beside the target, then renamed: the target name only ever
+        # holds a wheel that installed and has the fixes
+        with (tempfile.TemporaryDirectory(prefix=".patch_wheel-") as tmp,
+              tempfile.TemporaryDirectory(dir=out_dir, prefix=".patch_wheel-", ignore_cleanup_errors=True) as staging):
+            root, built = Path(tmp) / "wheel", Path(staging) / target.name
+            unpack(wheel, root)
+            strip = 1 + project.wheel_root.count("/")  # a/src/transformers/x.py -> transformers/x.py
+            for patch, fix in fixes:
+                # outside any repository: git must not find one above the temporary folder
+                proc = run_git(root, "apply", f"-p{strip}", "--whitespace=nowarn", str(patch.resolve()),
+                               env=clean_env(GIT_CEILING_DIRECTORIES=str(root.parent)))
+                if proc.returncode:
+                    first = (proc.stderr.strip().splitlines() or ["?"])[0]
+                    raise UserError(f"{patch.name} does not apply to {wheel.name}: {first}")
+            rename_dist_info(root, match["name"], match["version"], version)
+            repack(root, built)
+            verified = verify(built, project.wheel_root, [fix for _, fix in fixes])
+            built.replace(target)
+    except BaseException:
+        if created:
+            shutil.rmtree(created, ignore_errors=True)
+        raise
+    return Result(target, [fix.id for _, fix in fixes], verified)
+
+
+def unpack(wheel: Path, root: Path) -> None:
+    try:
+        with zipfile.ZipFile(wheel) as zf:  # a .git folder in a wheel is not unpacked: git would use it
+            zf.extractall(root, [n for n in zf.namelist() if ".git" not in PurePosixPath(n).parts])
+    except zipfile.BadZipFile:
+        raise UserError(f"{wheel}: not a valid wheel (zip) file") from None
+
+
+def rename_dist_info(root: Path, name: str, old: str, new: str) -> None:
+    old_info, new_info = root / f"{name}-{old}.dist-info", root / f"{name}-{new}.dist-info"
+    if not old_info.is_dir():
+        raise UserError(f"wheel has no {old_info.name}")
+    old_info.rename(new_info)
+    metadata = new_info / "METADATA"
+    metadata.write_text(re.sub(r"^Version: .*$", f"Version: {new}", metadata.read_text(encoding="utf-8"),
+                               count=1, flags=re.M), encoding="utf-8")
+    record = new_info / "RECORD"
+    rows = [record_line(root, p) for p in sorted(root.rglob("*")) if p.is_file() and p != record]
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerows([*rows, [record.relative_to(root).as_posix(), "", ""]])
+    record.write_text(buf.getvalue(), encoding="utf-8")
+
+
+def repack(root: Path, target: Path) -> None:
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
+        for path in sorted(p for p in root.rglob("*") if p.is_file()):
+            zf.write(path, path.relative_to(root).as_posix())
+
+
+def verify(wheel: Path, wheel_root: str, fixes: list[Fix]) -> list[str]:
+    """Install with pip into a temporary site folder (no deps, no index) and run
+    every presence check on the installed files."""
+    with tempfile.TemporaryDirectory(prefix=".patch_wheel-site-") as tmp:
+        site = Path(tmp) / "site"
+        proc = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--quiet",
+                               "--disable-pip-version-check", "--target", str(site), str(wheel)],
+                              capture_output=True, text=True, env={**os.environ, "PIP_CONSTRAINT": ""})
+        if proc.returncode:
+            raise UserError(f"{wheel.name} does not install: {(proc.stderr.strip().splitlines() or ['?'])[-1]}")
+        lines = []
+        for fix in fixes:
+            for change in fix.changes:
+                installed = site / change.path.removeprefix(wheel_root)
+                if not installed.is_file():  # a file the series' patch did not carry into this wheel either
+                    if change.optional:
+                        lines.append(f"{fix.id}: {change.path} is not in this wheel (optional)")
+                        continue
+                    raise UserError(f"{fix.id}: {change.path} is not in the installed wheel")
+                status = apply_change(change, installed.read_text(encoding="utf-8")).status
+                if status is not Status.ALREADY_APPLIED:
+                    raise UserError(f"{fix.id}: installed {installed.relative_to(site)} is {status.value}, not fixed")
+                lines.append(f"{fix.id}: {installed.relative_to(site)} has the fix")
+        return lines

@@ -1,0 +1,25 @@
+"""A child Python that imports this package: `python -m fixmono...` from
+wherever fixmono is (the repository's tools/, or site-packages)."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import fixmono
+
+# the folder holding the fixmono package
+PACKAGE_PARENT = str(Path(fixmono.__file__).absolute().parent.parent)
+
+
+def child_env(env: dict | None = None) -> dict[str, str]:
+    """`env` (default: this process's) with this package's folder first on PYTHONPATH."""
+    env = dict(os.environ if env is None else env)
+    rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != PACKAGE_PARENT]
+    env["PYTHONPATH"] = os.pathsep.join([PACKAGE_PARENT, *rest])
+    return env
+
+
+def module_command(module: str, *args: str) -> list[str]:
+    """The command line running `module` with this interpreter."""
+    return [sys.executable, "-m", module, *args]

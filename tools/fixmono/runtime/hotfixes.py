@@ -1,0 +1,69 @@
+"""The runtime hot-fixes, never on by default: turned on explicitly, in the
+training script, for stacks that cannot be rebuilt.
+
+    from fixmono.runtime.hotfixes import enable_hotfixes, disable_hotfixes, enable_from_env
+    enable_hotfixes(["pytorch-batchnorm-negative-running-var"])  # -> one message per fix
+    enable_from_env()   # FIXMONO_HOTFIXES="id,id" or "all"
+    disable_hotfixes()
+"""
+from __future__ import annotations
+
+import inspect
+import logging
+import os
+
+from fixmono.model.fix import Fix
+from fixmono.model.registry import discover
+
+log = logging.getLogger("fixmono")
+ENV_VAR = "FIXMONO_HOTFIXES"
+
+
+def _chosen(ids) -> list[Fix]:
+    fixes = discover()
+    if ids is None:
+        return fixes
+    ids = [ids] if isinstance(ids, str) else list(ids)
+    by_id = {f.id: f for f in fixes}
+    if unknown := [i for i in ids if i not in by_id]:
+        raise ValueError(f"unknown fix id(s) {unknown} (known: {', '.join(by_id)})")
+    return [f for f in fixes if f.id in ids]
+
+
+def _accepted(func, kwargs: dict) -> dict:
+    """The keyword arguments `func` takes: enable_hotfixes(model=m) reaches the
+    hot-fixes that have a `model` parameter, and only those."""
+    params = inspect.signature(func).parameters
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return kwargs
+    return {k: v for k, v in kwargs.items() if k in params}
+
+
+def enable_hotfixes(ids=None, **kwargs) -> list[str]:
+    """Apply the runtime hot-fix of each chosen fix (all when ids is None), in
+    series order; returns one message per fix, saying what it changed."""
+    messages = []
+    for fix in _chosen(ids):
+        if fix.hotfix is None:
+            messages.append(f"{fix.id}: no runtime hot-fix (apply the patch and rebuild); skipped")
+        else:
+            messages.append(f"{fix.id}: {fix.hotfix.apply(**_accepted(fix.hotfix.apply, kwargs))}")
+    return messages
+
+
+def disable_hotfixes(ids=None) -> list[str]:
+    """Remove the chosen hot-fixes (all when ids is None), in reverse order."""
+    return [f"{fix.id}: {fix.hotfix.remove()}" for fix in reversed(_chosen(ids)) if fix.hotfix]
+
+
+def enable_from_env(environ=None) -> list[str]:
+    """Enable the hot-fixes named in FIXMONO_HOTFIXES ("id,id" or "all") and log
+    each message (logger "fixmono", WARNING: visible without logging set up)."""
+    value = (os.environ if environ is None else environ).get(ENV_VAR, "").strip()
+    if not value:
+        return []
+    ids = None if value == "all" else [i.strip() for i in value.split(",") if i.strip()]
+    messages = enable_hotfixes(ids)
+    for message in messages:
+        log.warning("%s=%s: %s", ENV_VAR, value, message)
+    return messages

@@ -1,0 +1,5 @@
+"""Stage 2, sources: where upstream text comes from. A git checkout read at
+HEAD (upstream.py), a published wheel materialised into a scratch repository
+(wheel.py), a remote ref fetched shallow and treeless (remote.py), the files
+installed in an environment (installed.py); `--upstream` picks one (open.py).
+Every git process starts in git.py, the one git layer. May import: model."""

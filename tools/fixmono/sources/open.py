@@ -1,0 +1,21 @@
+"""`--upstream`: one value, one of the three sources it names."""
+from __future__ import annotations
+
+from fixmono.model.errors import UserError, describe
+from fixmono.sources import remote
+from fixmono.sources.git import GitError
+from fixmono.sources.upstream import Upstream, open_checkout
+from fixmono.sources.wheel import open_wheel
+
+
+def open_upstream(spec: str) -> Upstream:
+    if not spec.strip():
+        raise UserError("--upstream is empty; give a git checkout, pip:NAME==VERSION or 'default'")
+    try:
+        if remote.is_remote(spec):
+            return remote.open_remote(spec)
+        return open_wheel(spec) if spec.startswith("pip:") else open_checkout(spec)
+    except GitError as err:
+        raise UserError(f"--upstream {spec}: {err}") from None
+    except OSError as err:  # unreadable directories
+        raise UserError(f"--upstream {spec}: cannot open it: {describe(err)}") from None

@@ -1,0 +1,132 @@
+"""Test helpers shared by every fix: the inline-case runner and small git
+fixtures. Library code, like libcst's CodemodTest and Fixit's rule tests."""
+from __future__ import annotations
+
+import difflib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import fixmono
+from fixmono.apply.contract import apply_change
+from fixmono.model.fix import Case, Fix
+from fixmono.model.outcome import Status
+from fixmono.model.projects import PROJECTS, runs_on
+from fixmono.model.registry import discover
+from fixmono.runtime.child import child_env
+from fixmono.sources.git import Checkout, clean_env, run_git
+
+# The repository (its tests, fixtures and patches/): the package runs from its tools/fixmono/.
+REPO_ROOT = Path(fixmono.__file__).absolute().parents[2]
+
+
+def change_for(fix: Fix, case: Case):
+    if case.path is not None:
+        matches = [c for c in fix.changes if c.path == case.path]
+        assert matches, f"{case.name}: {fix.id} has no change for {case.path}"
+        return matches[0]
+    if len(fix.changes) == 1:
+        return fix.changes[0]
+    raise AssertionError(f"fix {fix.id} has several files: give its cases a path")
+
+
+def check_case(fix: Fix, case: Case) -> None:
+    """Run one inline case through the same code make_patch uses."""
+    change = change_for(fix, case)
+    outcome = apply_change(change, case.before)
+    assert outcome.status.value == case.expect, f"{case.name}: {outcome.status.value}: {outcome.detail}"
+    if case.expect == Status.APPLIED.value:
+        assert case.after is not None, f"{case.name}: an applied case needs `after`"
+        assert outcome.new_text == case.after, f"{case.name}: unexpected output:\n{outcome.new_text}"
+        again = apply_change(change, outcome.new_text)
+        assert again.status is Status.ALREADY_APPLIED, f"{case.name}: not idempotent: {again.detail}"
+    else:
+        assert case.after is None, f"{case.name}: a {case.expect} case has no `after`"
+        assert outcome.new_text is None
+
+
+def only_insertions(before: str, after: str) -> list[str]:
+    """The lines `after` adds to `before`; fails if any line of `before` was
+    changed or removed (the rest of the file must stay byte-identical)."""
+    old, new = before.splitlines(True), after.splitlines(True)
+    inserted = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=old, b=new, autojunk=False).get_opcodes():
+        assert tag in ("equal", "insert"), f"{tag} of {old[i1:i2]}"
+        inserted += new[j1:j2] if tag == "insert" else []
+    return inserted
+
+
+GIT_ID = {"GIT_AUTHOR_NAME": "Test", "GIT_AUTHOR_EMAIL": "test@example.com",
+          "GIT_COMMITTER_NAME": "Test", "GIT_COMMITTER_EMAIL": "test@example.com",
+          "GIT_AUTHOR_DATE": "2026-01-01T00:00:00+0000",
+          "GIT_COMMITTER_DATE": "2026-01-01T00:00:00+0000"}
+
+
+def git(repo: Path, *args: str, check: bool = True) -> str:
+    """git for setting up and inspecting test repositories: the same hardened
+    environment as make_patch's (a hostile test checkout runs nothing here
+    either), but local clones allowed and a fixed identity."""
+    env = clean_env(GIT_ALLOW_PROTOCOL="file", GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull,
+                    GIT_LITERAL_PATHSPECS="0", **GIT_ID)
+    proc = run_git(repo, *args, env=env)
+    if check and proc.returncode:
+        raise subprocess.CalledProcessError(proc.returncode, ["git", *args], proc.stdout, proc.stderr)
+    return proc.stdout
+
+
+def make_repo(path: Path, files: dict[str, str | bytes]) -> Path:
+    """A git repository with one commit holding `files`."""
+    path.mkdir(parents=True, exist_ok=True)
+    git(path, "init", "-q", "-b", "main")
+    for name, content in files.items():
+        target = path / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        (target.write_bytes if isinstance(content, bytes) else target.write_text)(content)
+    git(path, "add", "-A")
+    git(path, "commit", "-q", "-m", "upstream")
+    return path
+
+
+def snapshot(repo: Path) -> dict[str, str]:
+    """Everything a user could lose: HEAD, refs, index, working tree (incl. untracked)."""
+    files = sorted(p for p in repo.rglob("*") if p.is_file() and ".git" not in p.parts)
+    return {"head": git(repo, "symbolic-ref", "-q", "HEAD", check=False),
+            "head_commit": git(repo, "rev-parse", "-q", "--verify", "HEAD^{commit}", check=False),
+            "refs": git(repo, "for-each-ref"),
+            "index": git(repo, "ls-files", "-s"),
+            "status": Checkout(repo).git("status", "--porcelain", "--ignored").stdout,
+            "files": "\n".join(f"{f.relative_to(repo)}:{f.read_bytes().hex()}" for f in files)}
+
+
+
+def make_patch(*args: str, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+    """make_patch in a subprocess: exit code, stdout and stderr as a user sees them."""
+    full_env = child_env({**os.environ, **(env or {})})
+    full_env.pop("MAKE_PATCH_DEBUG", None)
+    return subprocess.run([sys.executable, "-m", "fixmono.cli.make_patch", *args], cwd=cwd,
+                          capture_output=True, text=True, env=full_env)
+
+
+def fixture_changes(fixes: list[Fix] | None = None):
+    """(fix, change) for every declared fixture, from discovery."""
+    return [(fix, change) for fix in (discover() if fixes is None else fixes)
+            for change in fix.changes if change.fixture is not None]
+
+
+def catalogue_tree(project: str) -> dict[str, str]:
+    """A tree of `project` holding every fixture of the fixes that run on it at its upstream
+    path, plus the project's marker file. Raises FixtureUnavailable when one
+    cannot be had here."""
+    tree = {PROJECTS[project].markers[0]: ""}
+    by_path: dict[str, list] = {}
+    for fix, change in fixture_changes([f for f in discover() if runs_on(f.upstream, PROJECTS[project])]):
+        by_path.setdefault(change.path, []).append((fix, change))
+    for path, pairs in by_path.items():
+        # several fixes on one file: the first of their fixtures on which every one of them applies
+        texts = [fix.fixture_text(change) for fix, change in pairs]
+        usable = [t for t in texts if all(apply_change(c, t).status is Status.APPLIED for _, c in pairs)]
+        if not usable:
+            raise AssertionError(f"{path}: no fixture of {[f.id for f, _ in pairs]} lets all of them apply")
+        tree[path] = usable[0]
+    return tree
