@@ -14,23 +14,16 @@ import transformers
 
 from fixmono.testing import REPO_ROOT
 from tests.helpers import make_patch
-from fixmono.testing import make_repo
+from fixmono.testing import make_repo, write_wheel
 
 TE_GEMM = REPO_ROOT / "fixes/transformer_engine/rocm_unfused_bgrad/fixtures/gemm_rocm.py"
 GEMM_PATH = "transformer_engine/pytorch/cpp_extensions/gemm.py"
 TE_FILES = {"transformer_engine/__init__.py": "", GEMM_PATH: TE_GEMM.read_text()}
 
 
-def build_wheel(path: Path, name: str, version: str, files: dict[str, str], wheel_version: str = "1.0") -> Path:
-    info = f"{name}-{version}.dist-info"
-    wheel = path / f"{name}-{version}-py3-none-any.whl"
-    with zipfile.ZipFile(wheel, "w") as zf:
-        for arcname, text in files.items():
-            zf.writestr(arcname, text)
-        zf.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
-        zf.writestr(f"{info}/WHEEL", f"Wheel-Version: {wheel_version}\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
-        zf.writestr(f"{info}/RECORD", "")
-    return wheel
+def build_wheel(path: Path, name: str, version: str, files: dict[str, str], wheel_version: str = "1.0",
+                unlisted: dict[str, str] = {}) -> Path:
+    return write_wheel(path, name, version, files, unlisted, wheel_version)
 
 
 def run(*args):
@@ -141,7 +134,16 @@ BAD_INPUT = [
          "Permission denied", marks=ROOT_READS_ALL),
     case("wheel-is-a-dir", lambda t: [a_dir(t.tmp / TE_1_0), t.series, "--out", t.out], "not a wheel file"),
     case("wheel-not-a-zip", lambda t: [a_file(t.tmp / TE_1_0), t.series, "--out", t.out],
-         "not a valid wheel (zip) file"),
+         "not a valid zip file, truncated or damaged"),
+    case("wheel-member-not-in-record", lambda t: [build_wheel(t.tmp, "transformer_engine", "1.0", TE_FILES,
+                                                              unlisted={"transformer_engine/x.py": "x = 1\n"}),
+                                                  t.series, "--out", t.out], "transformer_engine/x.py: not listed in RECORD"),
+    case("wheel-sha256-not-expected", lambda t: [t.wheel, t.series, "--out", t.out, "--expect-sha256", "0" * 64],
+         "expected 0000000000000000"),
+    case("expect-sha256-not-hex", lambda t: [t.wheel, t.series, "--out", t.out, "--expect-sha256", "xyz"],
+         "--expect-sha256 'xyz' is not a sha256"),
+    case("verify-with-a-series", lambda t: ["--verify", t.wheel, t.series], "--verify takes only the wheel"),
+    case("verify-an-unpatched-wheel", lambda t: ["--verify", t.wheel], "not a wheel patch_wheel wrote"),
     case("wheel-of-another-project", lambda t: [build_wheel(t.tmp, "numpy", "1.0", {"numpy/__init__.py": ""}),
                                                 t.series, "--out", t.out], "numpy is not an upstream of any fix"),
     # past the checks: an existing --out is left as it was, a created one removed
@@ -149,7 +151,8 @@ BAD_INPUT = [
                                             t.series, "--out", a_dir(t.out)], "does not apply"),
     case("wheel-does-not-install", lambda t: [build_wheel(t.tmp, "transformer_engine", "1.0", TE_FILES, "99.0"),
                                               t.series, "--out", t.out / "a" / "b"], "does not install"),
-    case("no-arguments", lambda t: [], "the following arguments are required: wheel, series"),
+    case("no-arguments", lambda t: [], "the following arguments are required: wheel"),
+    case("no-series", lambda t: [t.wheel], "the following arguments are required: series"),
 ]
 
 
@@ -169,3 +172,27 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, te_series, make_args
     assert line.startswith("patch_wheel: error: ") and message in line, line
     assert "Traceback" not in proc.stderr and proc.stdout == ""
     assert tree(tmp_path) == before  # no wheel, no staging folder, no created --out
+
+
+def test_declared_size_and_special_files_are_refused_before_inflating(tmp_path, monkeypatch):
+    """Two rules the published-wheel table cannot reach cheaply: a member
+    declaring more than the limit (the limit lowered here), and a FIFO entry."""
+    import stat
+
+    from fixmono.model.errors import UserError
+    from fixmono.sources import verify
+
+    big = build_wheel(a_dir(tmp_path / "big"), "transformer_engine", "1.0",
+                      {**TE_FILES, "transformer_engine/blob.bin": os.urandom(2 << 20).hex()})
+    monkeypatch.setattr(verify, "MAX_MEMBER", 1 << 20)
+    monkeypatch.setattr(verify, "member_digest", lambda *a: pytest.fail("inflated a refused member"))
+    with pytest.raises(UserError, match=r"transformer_engine/blob.bin: declares 4194304 bytes, above"):
+        verify.verify_wheel(big)
+    monkeypatch.undo()
+    fifo = build_wheel(a_dir(tmp_path / "fifo"), "transformer_engine", "1.0", TE_FILES)
+    with zipfile.ZipFile(fifo, "a") as zf:
+        info = zipfile.ZipInfo("transformer_engine/pipe")
+        info.create_system, info.external_attr = 3, (stat.S_IFIFO | 0o644) << 16
+        zf.writestr(info, "")
+    with pytest.raises(UserError, match="transformer_engine/pipe: special-file entry"):
+        verify.verify_wheel(fifo)

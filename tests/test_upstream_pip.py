@@ -3,28 +3,19 @@ repository. Offline with a wheel we build ourselves; the real torch wheel
 under the `network` tag (tests/BUILD.bazel)."""
 import json
 import os
-import zipfile
 from pathlib import Path
 
 import pytest
 
-from fixmono.testing import git
+from fixmono.testing import git, write_wheel
 from tests.helpers import BN_FIX, FIXTURE, make_patch
 
 
 def build_wheel(directory: Path, version: str = "99.0.0") -> Path:
     """A tiny torch-named wheel of our own (a py3-none-any wheel fits any platform)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    wheel = directory / f"torch-{version}-py3-none-any.whl"
-    info = f"torch-{version}.dist-info"
-    with zipfile.ZipFile(wheel, "w") as zf:
-        zf.writestr("torch/__init__.py", "__version__ = 'fake'\n")
-        zf.writestr("torch/_C.so", b"\x7fELF not python")
-        zf.writestr("test/test_jit_fuser_te.py", FIXTURE.read_text())
-        zf.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: torch\nVersion: {version}\n")
-        zf.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
-        zf.writestr(f"{info}/RECORD", "")
-    return wheel
+    return write_wheel(directory, "torch", version, {"torch/__init__.py": "__version__ = 'fake'\n",
+                                                     "torch/_C.so": b"\x7fELF not python",
+                                                     "test/test_jit_fuser_te.py": FIXTURE.read_text()})
 
 
 def offline_env(tmp: Path, cache: str = "cache") -> dict:
@@ -95,12 +86,7 @@ def test_real_wheels_main_job(tmp_path):
 
 
 def test_wheel_without_python_files_is_bad_input(tmp_path):
-    (tmp_path / "wheels").mkdir()
-    with zipfile.ZipFile(tmp_path / "wheels" / "torch-98.0.0-py3-none-any.whl", "w") as zf:
-        zf.writestr("torch/lib/libtorch.so", b"\x7fELF")
-        zf.writestr("torch-98.0.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: torch\nVersion: 98.0.0\n")
-        zf.writestr("torch-98.0.0.dist-info/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
-        zf.writestr("torch-98.0.0.dist-info/RECORD", "")
+    write_wheel(tmp_path / "wheels", "torch", "98.0.0", {"torch/lib/libtorch.so": b"\x7fELF"})
     run = make_patch("--all", "--upstream", "pip:torch==98.0.0", "--check", env=offline_env(tmp_path))
     assert run.returncode == 2, run.stderr
     assert run.stderr == ("make_patch: error: pip:torch==98.0.0: the wheel torch-98.0.0-py3-none-any.whl "

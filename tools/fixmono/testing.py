@@ -6,6 +6,8 @@ import difflib
 import os
 import subprocess
 import sys
+import tempfile
+import zipfile
 from pathlib import Path
 
 import fixmono
@@ -16,6 +18,9 @@ from fixmono.model.projects import PROJECTS, runs_on
 from fixmono.model.registry import discover
 from fixmono.runtime.child import child_env
 from fixmono.sources.git import Checkout, clean_env, run_git
+from fixmono.sources.upstream import cache_dir
+from fixmono.sources.verify import record_hash, verify_wheel
+from fixmono.sources.wheel import download_wheel
 
 # The repository (its tests, fixtures and patches/): the package runs from its tools/fixmono/.
 REPO_ROOT = Path(fixmono.__file__).absolute().parents[2]
@@ -106,6 +111,40 @@ def make_patch(*args: str, cwd: Path | None = None, env: dict | None = None) -> 
     full_env.pop("MAKE_PATCH_DEBUG", None)
     return subprocess.run([sys.executable, "-m", "fixmono.cli.make_patch", *args], cwd=cwd,
                           capture_output=True, text=True, env=full_env)
+
+
+def write_wheel(directory: Path, name: str, version: str, files: dict[str, str | bytes],
+                unlisted: dict[str, str | bytes] = {}, wheel_version: str = "1.0") -> Path:
+    """A py3-none-any wheel as a build backend writes it: `files`, METADATA,
+    WHEEL and a RECORD with every member's hash and size; `unlisted` members
+    are added without a RECORD line."""
+    directory.mkdir(parents=True, exist_ok=True)
+    info = f"{name}-{version}.dist-info"
+    members = {**files, f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+               f"{info}/WHEEL": f"Wheel-Version: {wheel_version}\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    data = {n: t.encode() if isinstance(t, str) else t for n, t in members.items()}
+    record = "".join(f"{n},{record_hash(d)},{len(d)}\n" for n, d in data.items()) + f"{info}/RECORD,,\n"
+    wheel = directory / f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        for arcname, content in {**data, **unlisted, f"{info}/RECORD": record}.items():
+            zf.writestr(arcname, content)
+    return wheel
+
+
+def published_wheel(dist: str, version: str) -> Path:
+    """The published wheel of `dist` (the small one make_patch's pip: source
+    downloads), downloaded once into the cache, verified against the index's
+    sha256 and its RECORD."""
+    folder = cache_dir() / "wheels" / f"{dist}-{version}"
+    found = sorted(folder.glob("*.whl"))
+    if found:
+        return found[0]
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=folder.parent, prefix=".tmp-") as tmp:
+        wheel, published = download_wheel(dist, version, Path(tmp) / "dl")
+        verify_wheel(wheel, published)
+        wheel.parent.rename(folder)
+    return folder / wheel.name
 
 
 def fixture_changes(fixes: list[Fix] | None = None):

@@ -16,12 +16,12 @@ from pathlib import Path
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from fixmono.analysis.history import applies
 from fixmono.apply.run import run
 from fixmono.model.errors import UserError
 from fixmono.model.fix import Fix
 from fixmono.model.outcome import Status
 from fixmono.model.projects import PROJECTS
-from fixmono.sources.git import run_git
 from fixmono.sources.open import open_upstream
 from fixmono.sources.wheel import NEWER_PYTHONS
 
@@ -71,8 +71,8 @@ def cell(fix: Fix, version: str, patches: Path | None) -> Cell:
     if patch is None:
         static = "n/a"
     else:
-        proc = run_git(upstream.path, "apply", "--check", str(patch.resolve()))
-        static = "applies" if proc.returncode == 0 else "fails"
+        # against the commit's objects (the files run() read and checked), never the cache's working tree
+        static = "applies" if applies(upstream, upstream.head, patch.read_bytes()) else "fails"
     return Cell(version, status, detail, static)
 
 

@@ -22,7 +22,7 @@ from fixmono.model.outcome import Status
 from fixmono.model.projects import PROJECTS
 from fixmono.model.registry import discover
 from fixmono.runtime.repro import torch_backend
-from fixmono.sources.installed import InstalledFiles
+from fixmono.sources.installed import InstalledFiles, installed_provenance
 
 NOT_FIXED, FIXED, NOT_APPLICABLE, FAILED = "not fixed", "already fixed", "not applicable", "failed"  # installed files; still_needed.py says what reproducers find
 NOT_INSTALLED = "not installed"
@@ -47,7 +47,7 @@ def check_installed(fix: Fix, site: Path | None = None) -> dict:
     """The fix's presence check on the installed files (apply.run on them)."""
     source = InstalledFiles(PROJECTS[fix.upstream], site)
     row = {"fix": fix.id, "project": fix.upstream, "dist": source.dist, "version": source.version,
-           "backends": list(fix.backends)}
+           "backends": list(fix.backends), "provenance": installed_provenance(source.dist)}
     paths = {c.path: source.path(c.path) for c in fix.changes}
     if not any(paths.values()):
         return {**row, "installed_files": BUILT_IN, "applies": None,

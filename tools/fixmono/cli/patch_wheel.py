@@ -1,36 +1,58 @@
-"""`tools/patch_wheel WHEEL SERIES_DIR [--out DIR] [--suffix fixmono]`: exit 0
-when the new wheel is written and verified, 2 on bad input (one line)."""
+"""`tools/patch_wheel WHEEL SERIES_DIR [--out DIR] [--suffix fixmono] [--expect-sha256 HEX]`
+and `tools/patch_wheel --verify OUTPUT`: exit 0 when the new wheel is written
+and verified (or the output wheel checks out), 2 on bad input (one line)."""
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 from fixmono.cli.early import exit_quietly
 from fixmono.cli.guard import ArgumentParser, os_error_as_user_error, run_command
-from fixmono.output.wheel import patch_wheel
+from fixmono.model.errors import UserError
+from fixmono.output.wheel import check_patched, patch_wheel
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = ArgumentParser(prog="patch_wheel", description="apply a series' Python-only fixes to a built wheel")
-    p.add_argument("wheel", type=Path)
-    p.add_argument("series", type=Path)
+    p.add_argument("wheel", type=Path, help="the wheel to patch (with --verify: a wheel patch_wheel wrote)")
+    p.add_argument("series", type=Path, nargs="?", help="the folder make_patch wrote the series to")
     p.add_argument("--out", type=Path, default=Path("."), help="where the new wheel goes (default: here)")
     p.add_argument("--suffix", default="fixmono", help="local version label (default: fixmono)")
+    p.add_argument("--expect-sha256", metavar="HEX", help="refuse the input wheel unless its sha256 is this")
+    p.add_argument("--verify", action="store_true",
+                   help="check a wheel patch_wheel wrote: RECORD, its provenance, each recorded fix's presence")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.verify and (args.series or args.expect_sha256):
+        raise UserError("--verify takes only the wheel to check")
+    if not args.verify and args.series is None:
+        raise UserError("the following arguments are required: series")
+    if args.expect_sha256 is not None and not re.fullmatch(r"[0-9a-fA-F]{64}", args.expect_sha256):
+        raise UserError(f"--expect-sha256 {args.expect_sha256!r} is not a sha256 (64 hex digits)")
+    return args
 
 
 def work(args: argparse.Namespace) -> tuple[dict, int]:
     try:
-        result = patch_wheel(args.wheel, args.series, args.out, args.suffix)
+        if args.verify:
+            origin, lines = check_patched(args.wheel)
+            return {"wheel": str(args.wheel), "provenance": origin, "verified": lines}, 0
+        result = patch_wheel(args.wheel, args.series, args.out, args.suffix, args.expect_sha256)
     except OSError as err:  # an unreadable wheel, --out gone mid-run: bad input, not a bug
         raise os_error_as_user_error(err) from None
     return {"wheel": str(result.wheel), "fixes": result.fixes, "verified": result.verified}, 0
 
 
 def render(payload: dict, args) -> str:
-    return ("".join(f"verified: {line}\n" for line in payload["verified"])
-            + f"wrote {payload['wheel']} with {len(payload['fixes'])} fix(es): {', '.join(payload['fixes'])}\n")
+    lines = "".join(f"verified: {line}\n" for line in payload["verified"])
+    if args.verify:
+        source = payload["provenance"]["input"]
+        fixes = ", ".join(entry["id"] for entry in payload["provenance"]["fixes"])
+        return (lines + f"{payload['wheel']}: RECORD holds; built by fixmono "
+                f"{payload['provenance']['tool_version']} from {source['wheel']} (sha256 {source['sha256']}) "
+                f"with {fixes}\n")
+    return lines + f"wrote {payload['wheel']} with {len(payload['fixes'])} fix(es): {', '.join(payload['fixes'])}\n"
 
 
 def main(argv: list[str] | None = None) -> int:

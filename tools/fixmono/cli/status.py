@@ -34,6 +34,10 @@ def render(report: dict, colour: bool = False) -> str:
     lines = [f"python: {report['python']}", f"backend: {where}", "", head]
     for r, row in zip(report["fixes"], body):
         lines += [row, f"    {r['detail']}"]
+        if r.get("provenance"):
+            origin = r["provenance"]
+            lines.append(f"    built by patch_wheel from {origin['input']['wheel']} (sha256 "
+                         f"{origin['input']['sha256']}) with {', '.join(f['id'] for f in origin['fixes'])}")
         if run:
             rep = r["reproducer"]
             lines.append(f"    reproducer: {paint(rep['status'])}: {rep['detail']}")

@@ -1,17 +1,21 @@
 """Carry a series into an already built wheel, for stacks that cannot rebuild.
 
-Unpack the wheel, `git apply` the series' patches (Python files only: a fix
+Verify the wheel first (sources/verify.py: RECORD, names, sizes, and its
+sha256 when one is expected), unpack it, `git apply` the series' patches (Python files only: a fix
 that transforms compiled sources is refused by name), give the distribution a
 local version suffix (2.20.2 -> 2.20.2+fixmono), rewrite RECORD with the new
-hashes, repack, then verify: install the new wheel into a temporary venv and
-run each fix's presence check on the installed files.
+hashes and the provenance (fixmono.json in the dist-info: the input wheel's
+sha256, each fix with its patch's sha256, the tool version), repack, then
+verify: install the new wheel into a temporary venv and run each fix's
+presence check on the installed files. `check_patched` reads an output wheel
+back (--verify).
 """
 from __future__ import annotations
 
-import base64
 import csv
 import hashlib
 import io
+import json
 import os
 import re
 import shutil
@@ -24,6 +28,7 @@ from pathlib import Path, PurePosixPath
 
 from packaging.version import InvalidVersion, Version
 
+import fixmono
 from fixmono.apply.contract import apply_change
 from fixmono.model.errors import UserError
 from fixmono.model.fix import Fix
@@ -31,10 +36,12 @@ from fixmono.model.outcome import Status
 from fixmono.model.projects import by_dist
 from fixmono.model.registry import discover
 from fixmono.sources.git import clean_env, run_git
+from fixmono.sources.verify import VerifiedWheel, record_hash, verify_wheel
 
 FIX_ID = re.compile(r"^Fix-Id: (\S+)$", re.M)
 WHEEL_NAME = re.compile(r"^(?P<name>[^-]+)-(?P<version>[^-]+)-(?P<tags>.+)\.whl$")
 LOCAL_LABEL = re.compile(r"[A-Za-z0-9]+(?:[._-][A-Za-z0-9]+)*")  # PEP 440 local version label
+PROVENANCE = "fixmono.json"  # in the output wheel's dist-info
 
 
 @dataclass(frozen=True)
@@ -69,8 +76,7 @@ def series_fixes(series: Path) -> list[tuple[Path, Fix]]:
 
 def record_line(root: Path, path: Path) -> list[str]:
     data = path.read_bytes()
-    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-    return [path.relative_to(root).as_posix(), f"sha256={digest}", str(len(data))]
+    return [path.relative_to(root).as_posix(), record_hash(data), str(len(data))]
 
 
 def new_version(version: str, suffix: str) -> str:
@@ -100,12 +106,21 @@ def make_out_dir(out_dir: Path) -> Path | None:
     return created
 
 
-def patch_wheel(wheel: Path, series: Path, out_dir: Path, suffix: str = "fixmono") -> Result:
+def provenance(verified: VerifiedWheel, fixes: list[tuple[Path, Fix]], expected: str | None) -> dict:
+    return {"tool": "fixmono", "tool_version": fixmono.__version__,
+            "input": {"wheel": verified.path.name, "sha256": verified.sha256, "expected_sha256": expected},
+            "fixes": [{"id": fix.id, "patch": patch.name, "patch_sha256": hashlib.sha256(patch.read_bytes()).hexdigest()}
+                      for patch, fix in fixes]}
+
+
+def patch_wheel(wheel: Path, series: Path, out_dir: Path, suffix: str = "fixmono",
+                expect_sha256: str | None = None) -> Result:
     match = WHEEL_NAME.match(wheel.name)
     if not wheel.exists():
         raise UserError(f"{wheel}: no such file")
     if not wheel.is_file() or not match:
         raise UserError(f"{wheel}: not a wheel file (name-version-tags.whl)")
+    checked = verify_wheel(wheel, expect_sha256)  # before any work: nothing of a bad wheel is used
     project = by_dist(match["name"].replace("_", "-"))
     if project is None:
         raise UserError(f"{wheel.name}: {match['name']} is not an upstream of any fix")
@@ -124,7 +139,7 @@ def patch_wheel(wheel: Path, series: Path, out_dir: Path, suffix: str = "fixmono
         with (tempfile.TemporaryDirectory(prefix=".patch_wheel-") as tmp,
               tempfile.TemporaryDirectory(dir=out_dir, prefix=".patch_wheel-", ignore_cleanup_errors=True) as staging):
             root, built = Path(tmp) / "wheel", Path(staging) / target.name
-            unpack(wheel, root)
+            unpack(checked, root)
             strip = 1 + project.wheel_root.count("/")  # a/src/transformers/x.py -> transformers/x.py
             for patch, fix in fixes:
                 # outside any repository: git must not find one above the temporary folder
@@ -133,7 +148,8 @@ def patch_wheel(wheel: Path, series: Path, out_dir: Path, suffix: str = "fixmono
                 if proc.returncode:
                     first = (proc.stderr.strip().splitlines() or ["?"])[0]
                     raise UserError(f"{patch.name} does not apply to {wheel.name}: {first}")
-            rename_dist_info(root, match["name"], match["version"], version)
+            rename_dist_info(root, checked.dist_info, f"{match['name']}-{version}.dist-info", version,
+                             provenance(checked, fixes, expect_sha256))
             repack(root, built)
             verified = verify(built, project.wheel_root, [fix for _, fix in fixes])
             built.replace(target)
@@ -144,22 +160,24 @@ def patch_wheel(wheel: Path, series: Path, out_dir: Path, suffix: str = "fixmono
     return Result(target, [fix.id for _, fix in fixes], verified)
 
 
-def unpack(wheel: Path, root: Path) -> None:
-    try:
-        with zipfile.ZipFile(wheel) as zf:  # a .git folder in a wheel is not unpacked: git would use it
-            zf.extractall(root, [n for n in zf.namelist() if ".git" not in PurePosixPath(n).parts])
-    except zipfile.BadZipFile:
-        raise UserError(f"{wheel}: not a valid wheel (zip) file") from None
+def unpack(wheel: VerifiedWheel, root: Path) -> None:
+    """The verified wheel's members under `root` (its names were checked: none
+    leaves it); a .git folder is not unpacked: git would use it."""
+    with zipfile.ZipFile(wheel.path) as zf:
+        zf.extractall(root, [n for n in zf.namelist() if not n.endswith("/")
+                             and ".git" not in PurePosixPath(n).parts])
 
 
-def rename_dist_info(root: Path, name: str, old: str, new: str) -> None:
-    old_info, new_info = root / f"{name}-{old}.dist-info", root / f"{name}-{new}.dist-info"
-    if not old_info.is_dir():
-        raise UserError(f"wheel has no {old_info.name}")
-    old_info.rename(new_info)
+def rename_dist_info(root: Path, old_name: str, new_name: str, version: str, origin: dict) -> None:
+    """The dist-info under its new name and version, with the provenance and a new RECORD."""
+    new_info = root / new_name
+    (root / old_name).rename(new_info)
     metadata = new_info / "METADATA"
-    metadata.write_text(re.sub(r"^Version: .*$", f"Version: {new}", metadata.read_text(encoding="utf-8"),
+    metadata.write_text(re.sub(r"^Version: .*$", f"Version: {version}", metadata.read_text(encoding="utf-8"),
                                count=1, flags=re.M), encoding="utf-8")
+    (new_info / PROVENANCE).write_text(json.dumps(origin, indent=2) + "\n", encoding="utf-8")
+    for signature in ("RECORD.jws", "RECORD.p7s"):  # they sign the old RECORD
+        (new_info / signature).unlink(missing_ok=True)
     record = new_info / "RECORD"
     rows = [record_line(root, p) for p in sorted(root.rglob("*")) if p.is_file() and p != record]
     buf = io.StringIO()
@@ -197,3 +215,47 @@ def verify(wheel: Path, wheel_root: str, fixes: list[Fix]) -> list[str]:
                     raise UserError(f"{fix.id}: installed {installed.relative_to(site)} is {status.value}, not fixed")
                 lines.append(f"{fix.id}: {installed.relative_to(site)} has the fix")
         return lines
+
+
+def read_provenance(wheel: Path, checked: VerifiedWheel) -> dict:
+    name = f"{checked.dist_info}/{PROVENANCE}"
+    if name not in checked.members:
+        raise UserError(f"{wheel.name}: no {name} (not a wheel patch_wheel wrote)")
+    with zipfile.ZipFile(wheel) as zf:
+        try:
+            origin = json.loads(zf.read(name).decode("utf-8"))
+            ids = [entry["id"] for entry in origin["fixes"]]
+            origin["input"]["sha256"]
+        except (ValueError, KeyError, TypeError):
+            raise UserError(f"{wheel.name}: {name} is not the provenance patch_wheel writes") from None
+    if not all(isinstance(i, str) for i in ids):
+        raise UserError(f"{wheel.name}: {name} is not the provenance patch_wheel writes")
+    return origin
+
+
+def check_patched(wheel: Path) -> tuple[dict, list[str]]:
+    """An output wheel read back: verified like any wheel, its provenance, and
+    every recorded fix's presence check on the wheel's own files."""
+    checked = verify_wheel(wheel)
+    origin = read_provenance(wheel, checked)
+    known = {f.id: f for f in discover()}
+    project = by_dist(checked.name)
+    lines = []
+    with zipfile.ZipFile(wheel) as zf:
+        for entry in origin["fixes"]:
+            fix = known.get(entry["id"])
+            if fix is None:
+                raise UserError(f"{wheel.name}: records fix {entry['id']!r}, which this catalogue does not know")
+            for change in fix.changes:
+                member = change.path.removeprefix(project.wheel_root if project else "")
+                if member not in checked.members:
+                    if change.optional:
+                        continue
+                    raise UserError(f"{wheel.name}: {member}: recorded fix {fix.id} targets it, but the wheel "
+                                    "has no such file")
+                status = apply_change(change, zf.read(member).decode("utf-8", "replace")).status
+                if status is not Status.ALREADY_APPLIED:
+                    raise UserError(f"{wheel.name}: {member}: {status.value}, not fixed, though {PROVENANCE} "
+                                    f"records {fix.id}")
+                lines.append(f"{fix.id}: {member} has the fix")
+    return origin, lines

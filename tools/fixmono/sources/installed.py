@@ -4,6 +4,7 @@ repository paths mapped to the installed package's files, read as text
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import importlib.util
 import sys
 from pathlib import Path
@@ -52,6 +53,16 @@ def installed_path(project: Project, repo_path: str, site: Path | None = None) -
         where = package_dir(package, dist_name(project))
         site = where.parent if where else Path(sys.prefix, "(no installed package)")
     return site / rel
+
+
+def installed_provenance(dist: str) -> dict | None:
+    """What patch_wheel recorded in the installed distribution's dist-info
+    (fixmono.json: the wheel it was built from, the fixes), or None."""
+    try:
+        text = importlib.metadata.distribution(dist).read_text("fixmono.json")
+        return json.loads(text) if text else None
+    except (importlib.metadata.PackageNotFoundError, ValueError):
+        return None
 
 
 class InstalledFiles(Source):

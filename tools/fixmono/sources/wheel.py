@@ -1,8 +1,16 @@
 """`--upstream pip:NAME==VERSION`: the Python files of a published wheel,
 materialised into a cached scratch git repository at the paths they have in
-the upstream repository."""
+the upstream repository.
+
+The wheel is checked before anything of it is used (verify.py): its sha256
+against the one the index publishes (read from pip's own resolution, `pip
+install --dry-run --report`), every member against RECORD. The cache entry
+keeps each file's RECORD hash; a file read from it that does not match is a
+damaged or tampered entry, which is built again, never trusted."""
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import re
 import shutil
@@ -10,12 +18,14 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from fixmono.model.errors import UserError, one_line
 from fixmono.model.projects import PROJECTS, Project, by_dist
 from fixmono.sources.git import clean_env, run_git
 from fixmono.sources.upstream import Upstream, cache_dir, open_repository
+from fixmono.sources.verify import VerifiedWheel, record_hash, verify_wheel
 
 PIP_SPEC = re.compile(r"^pip:([A-Za-z0-9][A-Za-z0-9._-]*)==([A-Za-z0-9.+!_-]+)$")
 # Deterministic identity of the scratch commits, so patches against the same
@@ -27,7 +37,33 @@ SCRATCH_ENV = {
 }
 
 
-def open_wheel(spec: str) -> Upstream:
+PROVENANCE = "fixmono-wheel.json"  # in the cache entry's .git: the wheel it was built from, each file's hash
+
+
+@dataclass
+class WheelUpstream(Upstream):
+    """A materialised wheel whose every file read is checked against the hash
+    the wheel's RECORD gave it."""
+
+    version: str = ""
+    members: dict[str, str] = field(default_factory=dict, repr=False)  # repository path -> RECORD hash
+    wheel: dict = field(default_factory=dict)  # name, sha256, published_sha256 of the wheel
+
+    def read(self, path: str) -> bytes | None:
+        data = super().read(path)
+        if data is None or record_hash(data, self.members.get(path)) == self.members.get(path):
+            return data
+        fresh = open_wheel(self.spec, rebuild=True)  # a damaged or tampered cache entry: never trusted
+        for f in dataclasses.fields(self):
+            setattr(self, f.name, getattr(fresh, f.name))
+        data = super().read(path)
+        if data is not None and record_hash(data, self.members.get(path)) != self.members.get(path):
+            raise UserError(f"--upstream {self.spec}: {path} does not match the wheel's RECORD even after "
+                            f"building the cache entry again ({self.path})")
+        return data
+
+
+def open_wheel(spec: str, rebuild: bool = False) -> WheelUpstream:
     match = PIP_SPEC.match(spec)
     if not match:
         raise UserError(f"--upstream {spec}: expected pip:NAME==VERSION")
@@ -36,29 +72,33 @@ def open_wheel(spec: str) -> Upstream:
     if project is None:
         known = ", ".join(p.dist for p in PROJECTS.values() if p.dist)
         raise UserError(f"--upstream {spec}: {dist} is not an upstream of any fix ({known})")
-    path = materialise_wheel(project, version)
-    upstream = cached_wheel_repository(path, spec)
-    if upstream is None:  # a damaged cache entry: built again
+    path = cache_dir() / "upstreams" / f"{project.dist}-{version}"
+    upstream = None if rebuild else cached_wheel_repository(path, spec)
+    if upstream is None:  # missing, damaged or tampered: built again
         shutil.rmtree(path, ignore_errors=True)
         upstream = cached_wheel_repository(materialise_wheel(project, version), spec)
         if upstream is None:
             raise UserError(f"--upstream {spec}: the scratch repository built from the wheel is unreadable")
-    upstream.project, upstream.label = project, spec
+    upstream.project, upstream.label, upstream.version = project, spec, version
     return upstream
 
 
-def cached_wheel_repository(path: Path, spec: str) -> Upstream | None:
+def cached_wheel_repository(path: Path, spec: str) -> WheelUpstream | None:
     """The materialised wheel at `path`, or None when the cache entry is damaged
-    (git cannot open it, or any of its objects is missing or unreadable)."""
+    (git cannot open it, any of its objects is missing or unreadable, or it
+    has no record of the verified wheel)."""
     try:
         upstream = open_repository(path, spec)
-    except UserError:
+        provenance = json.loads((path / ".git" / PROVENANCE).read_text(encoding="utf-8"))
+        members, wheel = dict(provenance["members"]), dict(provenance["wheel"])
+    except (UserError, OSError, ValueError, KeyError, TypeError):
         return None
     listing = upstream.scratch.run("ls-tree", "-r", "-l", "-z", upstream.head)
     records = [r.split("\t", 1)[0].split() for r in listing.stdout.split("\0") if r]
     if listing.returncode or not records or any(not size.isdigit() for *_, size in records):
         return None
-    return upstream
+    base = {f.name: getattr(upstream, f.name) for f in dataclasses.fields(Upstream)}
+    return WheelUpstream(**base, members=members, wheel=wheel)
 
 
 def materialise_wheel(project: Project, version: str) -> Path:
@@ -71,12 +111,17 @@ def materialise_wheel(project: Project, version: str) -> Path:
         return final
     final.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=final.parent, prefix=".tmp-") as tmp:
-        wheel = download_wheel(project.dist, version, Path(tmp) / "dl")
+        wheel, published = download_wheel(project.dist, version, Path(tmp) / "dl")
+        verified = verify_wheel(wheel, published)
         work = Path(tmp) / "repo"
-        if not extract_python_files(wheel, work / project.wheel_root):
+        members = extract_python_files(verified, work, project.wheel_root)
+        if not members:
             raise UserError(f"pip:{project.dist}=={version}: the wheel {wheel.name} has no Python files")
         commit_tree(work, f"{project.dist} {version}\n\n"
                           "Python files of the published wheel, materialised by make_patch.")
+        provenance = {"wheel": {"name": wheel.name, "sha256": verified.sha256, "published_sha256": published},
+                      "members": members}
+        (work / ".git" / PROVENANCE).write_text(json.dumps(provenance, indent=1, sort_keys=True), encoding="utf-8")
         try:
             work.rename(final)
         except OSError:
@@ -99,9 +144,26 @@ def commit_tree(work: Path, message: str) -> None:
 NEWER_PYTHONS = ("3.12", "3.13")  # wheels of releases that dropped this interpreter
 
 
-def download_wheel(dist: str, version: str, dest: Path) -> Path:
+def published_sha256(dist: str, version: str, extra: list[str], env: dict, tmp: Path) -> str | None:
+    """The sha256 the index publishes for the wheel pip chooses with `extra`
+    (pip's own resolution and configuration: `pip install --dry-run --report`),
+    or None when the index gives none (a plain folder of wheels)."""
+    report = tmp / "report.json"
+    proc = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--no-deps",
+                           "--only-binary=:all:", "--disable-pip-version-check", "--quiet", "--report", str(report),
+                           "--target", str(tmp / "target"), *extra, f"{dist}=={version}"],
+                          env=env, capture_output=True, encoding="utf-8", errors="replace")
+    try:
+        (item,) = json.loads(report.read_text(encoding="utf-8"))["install"]
+        return item["download_info"]["archive_info"]["hashes"]["sha256"].lower() if proc.returncode == 0 else None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def download_wheel(dist: str, version: str, dest: Path) -> tuple[Path, str | None]:
     """`pip download --no-deps` of one wheel, honouring the user's pip config
-    (index mirrors). A macOS arm64 wheel is tried first: for packages with
+    (index mirrors), and the sha256 the index publishes for it (None when it
+    publishes none). A macOS arm64 wheel is tried first: for packages with
     native code it is the smallest that carries the same Python files."""
     dest.mkdir(parents=True)
     base = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
@@ -117,24 +179,27 @@ def download_wheel(dist: str, version: str, dest: Path) -> Path:
         proc = subprocess.run(base + extra, env=env, capture_output=True, encoding="utf-8", errors="replace")
         wheels = sorted(dest.glob("*.whl"))
         if proc.returncode == 0 and wheels:
-            return wheels[0]
+            with tempfile.TemporaryDirectory(prefix="fixmono-resolve-") as tmp:
+                return wheels[0], published_sha256(dist, version, extra, env, Path(tmp))
+        expected, got = (re.search(rf"{word}\s+(?:sha256\s+)?([0-9a-f]{{64}})", proc.stderr) for word in ("Expected", "Got"))
+        if expected and got:  # pip checked the hash the index publishes: a tampered or damaged download
+            raise UserError(f"pip:{dist}=={version}: the wheel's sha256 is {got[1]}, not the {expected[1]} the index "
+                            "publishes (refused by pip)")
         lines = [l for l in proc.stderr.splitlines() if l.strip()]
         error = lines[-1] if lines else f"pip exited {proc.returncode}"
     raise UserError(f"pip:{dist}=={version}: could not download the wheel: {error}")
 
 
-def extract_python_files(wheel: Path, dest: Path) -> int:
-    """Write the wheel's .py/.pyi files under `dest`; returns how many."""
-    count = 0
-    with zipfile.ZipFile(wheel) as zf:
-        for name in zf.namelist():
-            parts = PurePosixPath(name).parts
-            if not name.endswith((".py", ".pyi")) or parts[0].endswith((".dist-info", ".data")):
+def extract_python_files(wheel: VerifiedWheel, work: Path, wheel_root: str) -> dict[str, str]:
+    """Write the verified wheel's .py/.pyi files under `work` at their
+    repository paths (`wheel_root` + name); returns repository path -> RECORD hash."""
+    members = {}
+    with zipfile.ZipFile(wheel.path) as zf:
+        for name, digest in wheel.members.items():  # verified names: none leaves `work`
+            if not name.endswith((".py", ".pyi")) or PurePosixPath(name).parts[0].endswith((".dist-info", ".data")):
                 continue
-            if ".." in parts or name.startswith("/"):
-                continue  # never write outside dest
-            target = dest / name
+            target = work / wheel_root / name
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(zf.read(name))
-            count += 1
-    return count
+            members[wheel_root + name] = digest
+    return members
