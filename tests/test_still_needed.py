@@ -9,7 +9,8 @@ from tests.helpers import make_patch
 
 
 @pytest.mark.parametrize("code,report,status", [
-    (1, {"summary": "differ"}, STILL_NEEDED),
+    (1, {"verdict": "reproduced", "summary": "differ"}, STILL_NEEDED),
+    (1, None, CANNOT_RUN),  # a crash (a traceback exits 1 too) is not a reproduction
     (0, {"summary": "agree", "needs": None}, FIXED_UPSTREAM),
     (0, {"summary": "agree on cpu", "needs": "ROCm"}, CANNOT_RUN),
     (77, {"summary": "no GPU", "needs": "a GPU"}, CANNOT_RUN),

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
-import sys
 from pathlib import Path
 
 from fixmono.analysis.still_needed import check
@@ -22,7 +21,7 @@ from fixmono.model.outcome import Status
 from fixmono.model.projects import PROJECTS
 from fixmono.model.registry import discover
 from fixmono.runtime.repro import torch_backend
-from fixmono.sources.installed import InstalledFiles, installed_provenance
+from fixmono.sources.installed import Environment, InstalledFiles
 
 NOT_FIXED, FIXED, NOT_APPLICABLE, FAILED = "not fixed", "already fixed", "not applicable", "failed"  # installed files; still_needed.py says what reproducers find
 NOT_INSTALLED = "not installed"
@@ -43,18 +42,19 @@ def backend() -> dict:
     return {"name": name, "devices": devices, "detail": f"torch {torch.__version__}"}
 
 
-def check_installed(fix: Fix, site: Path | None = None) -> dict:
+def check_installed(fix: Fix, site: Path | None = None, env: Environment | None = None) -> dict:
     """The fix's presence check on the installed files (apply.run on them)."""
-    source = InstalledFiles(PROJECTS[fix.upstream], site)
+    env = env or Environment.current()
+    source = InstalledFiles(PROJECTS[fix.upstream], site, env)
     row = {"fix": fix.id, "project": fix.upstream, "dist": source.dist, "version": source.version,
-           "backends": list(fix.backends), "provenance": installed_provenance(source.dist)}
+           "backends": list(fix.backends), "provenance": env.provenance(source.dist)}
     paths = {c.path: source.path(c.path) for c in fix.changes}
     if not any(paths.values()):
         return {**row, "installed_files": BUILT_IN, "applies": None,
                 "detail": ", ".join(paths) + ": compiled or test files, not shipped in the wheel"}
     if source.version is None:
         return {**row, "installed_files": NOT_INSTALLED, "applies": None,
-                "detail": f"{source.dist} is not installed in {sys.prefix}"}
+                "detail": f"{source.dist} is not installed in {env.prefix}"}
     # a C++/test file next to Python ones is never installed: judged on the Python ones
     shipped = dataclasses.replace(fix, changes=tuple(c for c in fix.changes if paths[c.path]))
     (outcome,) = run(source, [shipped])
@@ -72,18 +72,21 @@ def check_installed(fix: Fix, site: Path | None = None) -> dict:
 
 
 def collect(fixes: list[Fix] | None = None, run_reproducers: bool = False, timeout: float = 600.0,
-            site: Path | None = None, progress=lambda msg: None) -> dict:
+            site: Path | None = None, env: Environment | None = None, progress=lambda msg: None) -> dict:
+    """The status of `env` (default: this interpreter's environment)."""
     fixes = discover() if fixes is None else fixes
-    here = backend()
+    env = env or Environment.current()
+    here = backend() if env.here else env.torch_build()
     rows = []
     for fix in fixes:
-        row = check_installed(fix, site)
+        row = check_installed(fix, site, env)
         row["affects_backend_here"] = here["name"] in fix.backends if here["name"] else None
         rows.append(row)
     if run_reproducers:
         for n, (fix, row) in enumerate(zip(fixes, rows), 1):
             progress(f"[{n}/{len(fixes)}] running the reproducer of {fix.id} (limit {timeout:.0f} s)")
-            found = check(fix, timeout)
+            found = check(fix, timeout, python=env.python)
             row["reproducer"] = {"status": found["status"], "detail": found["detail"]}
         progress("")
-    return {"python": sys.prefix, "backend": here, "fixes": rows}
+    return {"python": env.prefix, "python_executable": env.python, "python_version": env.version,
+            "backend": here, "fixes": rows}

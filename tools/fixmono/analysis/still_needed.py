@@ -21,7 +21,7 @@ def classify(exit_code: int, report: dict | None) -> tuple[str, str]:
     """(status, detail) from a reproducer's exit code and JSON report."""
     summary = (report or {}).get("summary", "")
     needs = (report or {}).get("needs")
-    if exit_code == 1:
+    if exit_code == 1 and (report or {}).get("verdict") == "reproduced":
         return STILL_NEEDED, summary
     if exit_code == 77:
         return CANNOT_RUN, f"needs {needs or 'another machine'}: {summary}"
@@ -32,10 +32,12 @@ def classify(exit_code: int, report: dict | None) -> tuple[str, str]:
     return CANNOT_RUN, f"reproducer failed (exit {exit_code})"
 
 
-def check(fix: Fix, timeout: float) -> dict:
+def check(fix: Fix, timeout: float, python: str | None = None) -> dict:
+    """The fix's reproducer under `python` (default: this interpreter), which
+    imports this fixmono from where it is."""
     module = f"{fix.package}.repro"
     try:
-        proc = subprocess.run(module_command(module, "--json"), env=child_env(), capture_output=True,
+        proc = subprocess.run(module_command(module, "--json", python=python), env=child_env(), capture_output=True,
                               text=True, encoding="utf-8", errors="replace", timeout=timeout)
     except subprocess.TimeoutExpired:
         return {"fix": fix.id, "status": CANNOT_RUN, "detail": f"reproducer ran past {timeout:.0f} s"}

@@ -13,6 +13,7 @@ from fixmono.cli.early import exit_quietly
 from fixmono.cli.guard import ArgumentParser, run_command
 from fixmono.cli.render import table
 from fixmono.model.errors import UserError
+from fixmono.sources.installed import Environment
 
 COLOURS = {NOT_FIXED: "33", FIXED: "32", FAILED: "31", NOT_APPLICABLE: "2", NOT_INSTALLED: "2", BUILT_IN: "2",
            "still-needed": "33", "fixed-upstream": "32", "cannot-run-here": "2"}
@@ -31,7 +32,7 @@ def render(report: dict, colour: bool = False) -> str:
              r["installed_files"]) for r in report["fixes"]]
     head, *body = table(("FIX", "PROJECT", "INSTALLED", "FOR", "INSTALLED FILES"), rows,
                         paint=lambda column, text: paint(text) if column == 4 else text)
-    lines = [f"python: {report['python']}", f"backend: {where}", "", head]
+    lines = [f"python: {report['python']} (Python {report['python_version']})", f"backend: {where}", "", head]
     for r, row in zip(report["fixes"], body):
         lines += [row, f"    {r['detail']}"]
         if r.get("provenance"):
@@ -50,6 +51,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     elif argv and not argv[0].startswith("-"):
         raise UserError(f"unknown command {argv[0]!r} (commands: status)")
     p = ArgumentParser(prog="fixes status", description="which fixes the installed libraries need")
+    p.add_argument("--python", metavar="PATH", help="the environment of this interpreter instead of fixmono's own "
+                                                    "(its installed files read, nothing imported)")
     p.add_argument("--run", action="store_true", help="also run each fix's reproducer in a subprocess")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per reproducer (--run)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -67,7 +70,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"\r\033[K{msg}", end="" if msg else "\r", file=sys.stderr, flush=True)
 
     def work(args):
-        return collect(run_reproducers=args.run, timeout=args.timeout, progress=progress), 0
+        env = Environment.of(args.python) if args.python else None
+        return collect(run_reproducers=args.run, timeout=args.timeout, env=env, progress=progress), 0
 
     def show(report, args):
         return render(report, colour=sys.stdout.isatty() and not os.environ.get("NO_COLOR"))

@@ -20,6 +20,6 @@ def child_env(env: dict | None = None) -> dict[str, str]:
     return env
 
 
-def module_command(module: str, *args: str) -> list[str]:
-    """The command line running `module` with this interpreter."""
-    return [sys.executable, "-m", module, *args]
+def module_command(module: str, *args: str, python: str | None = None) -> list[str]:
+    """The command line running `module` with `python` (default: this interpreter)."""
+    return [python or sys.executable, "-m", module, *args]

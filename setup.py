@@ -1,0 +1,23 @@
+"""The layout pyproject.toml cannot say: the package lives in tools/fixmono
+and its catalogue in fixes/, installed as fixmono and fixmono.fixes; the
+fixes' tests stay in the repository."""
+from pathlib import Path
+
+from setuptools import find_packages, setup
+from setuptools.command.build_py import build_py
+
+ROOT = Path(__file__).parent
+
+
+class BuildWithoutTests(build_py):
+    def find_package_modules(self, package, package_dir):
+        return [m for m in super().find_package_modules(package, package_dir) if not m[1].startswith("test_")]
+
+
+setup(
+    package_dir={"fixmono": "tools/fixmono", "fixmono.fixes": "fixes"},
+    packages=find_packages("tools", include=["fixmono", "fixmono.*"])
+    + ["fixmono.fixes"] + [f"fixmono.fixes.{p}" for p in find_packages("fixes", exclude=["*.fixtures"])],
+    package_data={"": ["README.md", "fixtures/*"]},  # each fix folder's README and fixtures
+    cmdclass={"build_py": BuildWithoutTests},
+)
