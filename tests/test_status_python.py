@@ -106,3 +106,14 @@ def test_what_is_not_a_readable_python_is_one_line(python, message):
     proc = status("--python", python)
     assert proc.returncode == 2 and message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert proc.stdout == ""
+
+
+def test_run_runs_the_reproducers_under_that_interpreter(envs):
+    """--run in a venv without torch or jax: every reproducer runs there (this
+    fixmono on its path) and cannot run; a crash is never taken for a
+    reproduced bug."""
+    proc = status("--python", str(envs["affected"]), "--run", "--timeout", "120", "--json")
+    assert proc.returncode == 0, proc.stderr
+    found = {row["fix"]: row["reproducer"] for row in json.loads(proc.stdout)["fixes"]}
+    assert {r["status"] for r in found.values()} == {"cannot-run-here"}, found
+    assert any("exit 1" in r["detail"] or "needs" in r["detail"] for r in found.values())

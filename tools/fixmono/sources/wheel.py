@@ -55,7 +55,8 @@ class WheelUpstream(Upstream):
             return data
         fresh = open_wheel(self.spec, rebuild=True)  # a damaged or tampered cache entry: never trusted
         for f in dataclasses.fields(self):
-            setattr(self, f.name, getattr(fresh, f.name))
+            if f.name != "max_target_bytes":  # the caller's limit stays
+                setattr(self, f.name, getattr(fresh, f.name))
         data = super().read(path)
         if data is not None and record_hash(data, self.members.get(path)) != self.members.get(path):
             raise UserError(f"--upstream {self.spec}: {path} does not match the wheel's RECORD even after "
