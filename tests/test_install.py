@@ -33,7 +33,7 @@ def wheel(tmp_path_factory) -> Path:
 def test_the_wheel_holds_fixmono_only_with_every_fix_and_no_tests(wheel):
     checked = verify_wheel(wheel)  # our own wheel passes the checks we put others' through
     names = set(checked.members)
-    assert {n.split("/")[0] for n in names} == {"fixmono", checked.dist_info}
+    assert {n.split("/")[0] for n in names} == {"fixmono", checked.dist_info, "fixmono-hotfixes.pth"}
     assert not [n for n in names if Path(n).name.startswith("test_") and "/fixtures/" not in n]
     for fix in discover():
         folder = fix.package.replace(".", "/")
@@ -92,3 +92,38 @@ def test_installed_in_a_fresh_venv_beside_an_unrelated_tools_package(wheel, tmp_
     after = site_files(venv)
     assert not {p for p in after if "fixmono" in p}
     assert after == before_uninstall - ours  # the dependencies and the unrelated tools package stay
+
+
+def test_hotfixes_from_the_environment_at_start_up(wheel, tmp_path):
+    """The wheel's .pth: with FIXMONO_HOTFIXES unset nothing of fixmono is
+    imported at start-up; set, the named hot-fix is applied when its trigger
+    module is first imported (jax here, reached through a .pth to this
+    project's venv), logged once, and nothing is imported before that."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, capture_output=True)
+    python = venv / "bin" / "python"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "FIXMONO_"))}
+    install = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-deps",
+                              "--disable-pip-version-check", str(wheel)], capture_output=True, text=True,
+                             env={**env, "PIP_CONSTRAINT": "", "PIP_NO_CACHE_DIR": "1"})
+    assert install.returncode == 0, install.stderr
+    site = Path(subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               capture_output=True, text=True, check=True).stdout.strip())
+    import sysconfig
+
+    (site / "libraries.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")  # jax, libcst from this venv
+    probe = ("import sys; print(sorted(m for m in sys.modules if m.split('.')[0] == 'fixmono'))\n"
+             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('jax', 'jaxlib', 'torch')))\n"
+             "import jax._src.cudnn.fused_attention_stablehlo as m\n"
+             "print(m._fix_seqlen_offsets.__code__.co_filename)\n")
+    unset = subprocess.run([python, "-c", probe], capture_output=True, text=True, env=env)
+    assert unset.returncode == 0, unset.stderr
+    assert unset.stdout.splitlines()[0] == "[]" and unset.stdout.splitlines()[2] != "<_fix_seqlen_offsets>"
+    assert "FIXMONO" not in unset.stderr
+    named = subprocess.run([python, "-c", probe], capture_output=True, text=True,
+                           env={**env, "FIXMONO_HOTFIXES": "jax-cudnn-gqa-kv-offsets"})
+    assert named.returncode == 0, named.stderr
+    ours, libraries, function = named.stdout.splitlines()
+    assert ours != "[]" and libraries == "[]"  # fixmono's hook is in, and it imported neither jax nor torch
+    assert function == "<_fix_seqlen_offsets>"  # the transformed function, defined by the hot-fix
+    assert named.stderr.count("FIXMONO_HOTFIXES: jax-cudnn-gqa-kv-offsets: enabled") == 1, named.stderr

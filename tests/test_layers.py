@@ -8,7 +8,6 @@ import ast
 import sys
 from pathlib import Path
 
-import pytest
 
 import fixmono
 from fixmono.testing import REPO_ROOT, make_repo

@@ -59,7 +59,7 @@ silently. Multiply the kv offsets by the key's head count.""",
                                         edit="replace")),),
     references=("https://github.com/jax-ml/jax/pull/39521",),
     cases=CASES,
-    hotfix=HotFix(apply=hotfix.enable, remove=hotfix.disable),
+    hotfix=HotFix(apply=hotfix.enable, remove=hotfix.disable, trigger="jax._src.cudnn.fused_attention_stablehlo"),
     reproduce=lazy(f"{__package__}.repro:reproduce"),
     validate=lazy(f"{__package__}.validate:check"),
 )

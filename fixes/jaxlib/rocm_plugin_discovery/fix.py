@@ -92,7 +92,7 @@ plugin first.""",
     references=("https://github.com/jax-ml/jax/pull/39634", "https://github.com/ROCm/jax/pull/822",
                 "https://github.com/ROCm/TheRock/issues/7067", "https://github.com/ROCm/TheRock/pull/7084"),
     cases=CASES,
-    hotfix=HotFix(apply=hotfix.enable, remove=hotfix.disable),
+    hotfix=HotFix(apply=hotfix.enable, remove=hotfix.disable, trigger="jaxlib.plugin_support"),
     reproduce=lazy(f"{__package__}.repro:reproduce"),
     validate=lazy(f"{__package__}.validate:check"),
 )

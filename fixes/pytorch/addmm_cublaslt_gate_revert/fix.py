@@ -75,7 +75,7 @@ check (isInputCompliesAddmmCudaLt) still decide the Lt path.""",
     reverts=UpstreamCommit(pull_request="https://github.com/pytorch/pytorch/pull/172340",
                            subject="make addmm aware of cublas backend selection", absent="no cuBLASLt gate here"),
     cases=CASES,
-    hotfix=HotFix(apply=hotfix.enable, remove=hotfix.disable),
+    hotfix=HotFix(apply=hotfix.enable, remove=hotfix.disable, trigger="torch"),
     reproduce=lazy(f"{__package__}.repro:reproduce"),
     validate=lazy(f"{__package__}.validate:check"),
 )

@@ -98,7 +98,7 @@ what the fuser is tested on, are unchanged.""",
     references=("https://github.com/pytorch/pytorch/pull/177665",
                 "https://github.com/pytorch/pytorch/issues/168755"),
     cases=CASES,
-    hotfix=HotFix(apply=hotfix.enable, remove=hotfix.disable),
+    hotfix=HotFix(apply=hotfix.enable, remove=hotfix.disable, trigger="torch"),
     reproduce=lazy(f"{__package__}.repro:reproduce"),
     validate=lazy(f"{__package__}.validate:check"),
 )

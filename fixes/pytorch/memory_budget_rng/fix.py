@@ -88,7 +88,7 @@ value downstream of each random op and the budget governs everything else.""",
                 "https://github.com/pytorch/pytorch/pull/190759",
                 "https://github.com/pytorch/pytorch/pull/191684"),
     cases=CASES,
-    hotfix=HotFix(apply=hotfix.enable, remove=hotfix.disable),
+    hotfix=HotFix(apply=hotfix.enable, remove=hotfix.disable, trigger="torch"),
     reproduce=lazy(f"{__package__}.repro:reproduce"),
     validate=lazy(f"{__package__}.validate:check"),
 )

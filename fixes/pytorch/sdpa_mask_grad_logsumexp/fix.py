@@ -80,7 +80,7 @@ overrideable case already does.""",
     references=("https://github.com/pytorch/pytorch/issues/148476",
                 "https://github.com/pytorch/pytorch/pull/188302"),
     cases=CASES,
-    hotfix=HotFix(apply=hotfix.enable, remove=hotfix.disable),
+    hotfix=HotFix(apply=hotfix.enable, remove=hotfix.disable, trigger="torch"),
     reproduce=lazy(f"{__package__}.repro:reproduce"),
     validate=lazy(f"{__package__}.validate:check"),
 )

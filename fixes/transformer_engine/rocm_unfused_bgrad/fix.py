@@ -102,7 +102,7 @@ the delay_wgrad_compute tests compare equal bitwise. CUDA is unchanged.""",
                         fixture=Fixture("fixtures/gemm_rocm.py", mutate=("general_gemm",), edit="insert")),),
     references=("https://github.com/ROCm/TransformerEngine/pull/634",),
     cases=CASES,
-    hotfix=HotFix(apply=hotfix.enable, remove=hotfix.disable),
+    hotfix=HotFix(apply=hotfix.enable, remove=hotfix.disable, trigger="transformer_engine.pytorch"),
     reproduce=lazy(f"{__package__}.repro:reproduce"),
     validate=lazy(f"{__package__}.validate:check"),
 )

@@ -92,7 +92,7 @@ use_reentrant=False.""",
                                         mutate=("@gradient_checkpointing_func",), edit="insert"))),
     references=("https://github.com/NVIDIA/Megatron-LM/blob/main/megatron/core/transformer/moe/router_replay.py",),
     cases=CASES,
-    hotfix=HotFix(apply=_apply, remove=_remove),
+    hotfix=HotFix(apply=_apply, remove=_remove, trigger="transformers.modeling_utils"),
     reproduce=lazy(f"{__package__}.repro:reproduce"),
     validate=lazy(f"{__package__}.validate:check"),
 )

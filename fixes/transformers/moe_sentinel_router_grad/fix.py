@@ -78,7 +78,7 @@ multiply the expert outputs, as transformers 5.18 does.""",
                 "https://github.com/huggingface/transformers/pull/48689",
                 "https://github.com/huggingface/transformers/pull/48205"),
     cases=CASES,
-    hotfix=HotFix(apply=hotfix.enable, remove=hotfix.disable),
+    hotfix=HotFix(apply=hotfix.enable, remove=hotfix.disable, trigger="transformers.integrations.moe"),
     reproduce=lazy(f"{__package__}.repro:reproduce"),
     validate=lazy(f"{__package__}.validate:check"),
 )

@@ -168,10 +168,13 @@ class HotFix:
     """The runtime form of a fix, for stacks that cannot be rebuilt.
 
     apply/remove are idempotent and return a one-line message saying what they
-    did (or why they did nothing: library absent, platform unaffected)."""
+    did (or why they did nothing: library absent, platform unaffected).
+    trigger: the module whose first import turns it on when FIXMONO_HOTFIXES
+    names the fix (runtime/autoload.py); apply() is then called with no arguments."""
 
     apply: Callable[..., str]
     remove: Callable[[], str]
+    trigger: str = ""
 
 
 @dataclass(frozen=True)
