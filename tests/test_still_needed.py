@@ -30,3 +30,19 @@ def test_cli_runs_the_reproducer_and_says_what_it_needs():
 def test_check_upstream_takes_no_upstream():
     run = make_patch("--all", "--check-upstream", "--upstream", "default")
     assert run.returncode == 2 and "takes no --upstream" in run.stderr
+
+
+def test_a_reproducer_whose_library_is_missing_is_skipped_naming_it(tmp_path, monkeypatch):
+    """A reproducer importing a library this environment lacks would die with
+    a traceback (exit 1, read as reproduced); run through run_repro it is
+    cannot-run-here, naming the library."""
+    from types import SimpleNamespace
+
+    from fixmono.analysis.still_needed import check
+
+    (tmp_path / "somefix").mkdir()
+    (tmp_path / "somefix" / "__init__.py").write_text("")
+    (tmp_path / "somefix" / "repro.py").write_text("import no_such_library_xyz\n\ndef main():\n    return 1\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    found = check(SimpleNamespace(id="some-fix", package="somefix"), timeout=60)
+    assert found["status"] == CANNOT_RUN and "needs no_such_library_xyz" in found["detail"], found

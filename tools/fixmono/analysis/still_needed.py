@@ -37,8 +37,9 @@ def check(fix: Fix, timeout: float, python: str | None = None) -> dict:
     imports this fixmono from where it is."""
     module = f"{fix.package}.repro"
     try:
-        proc = subprocess.run(module_command(module, "--json", python=python), env=child_env(), capture_output=True,
-                              text=True, encoding="utf-8", errors="replace", timeout=timeout)
+        proc = subprocess.run(module_command("fixmono.runtime.run_repro", module, "--json", python=python),
+                              env=child_env(), capture_output=True, text=True, encoding="utf-8", errors="replace",
+                              timeout=timeout)
     except subprocess.TimeoutExpired:
         return {"fix": fix.id, "status": CANNOT_RUN, "detail": f"reproducer ran past {timeout:.0f} s"}
     start = proc.stdout.find("{")
