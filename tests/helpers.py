@@ -3,7 +3,12 @@ with the batchnorm fix's fixture as the sample target, and a throwaway fix
 (tests of the framework use it, not a real fix)."""
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import textwrap
+import time
 from pathlib import Path
 
 from fixmono.testing import REPO_ROOT
@@ -99,3 +104,20 @@ def throwaway_fix(upstream: str, fix_id: str, target: str) -> dict[str, str]:
             text = text.replace(key, value)
         out[name] = textwrap.dedent(text)
     return out
+
+
+def run_killed_at(point: str, tmp_path: Path, *args: str, module: str = "fixmono.cli.make_patch") -> None:
+    """`python -m module args`, SIGKILLed once it reports reaching `point`
+    (scratch.pause_point; asserted)."""
+    reached = tmp_path / "reached"
+    proc = subprocess.Popen([sys.executable, "-m", module, *args],
+                            env={**os.environ, "PYTHONPATH": str(REPO_ROOT / "tools"), "FIXMONO_PAUSE_AT": point,
+                                 "FIXMONO_PAUSE_FILE": str(reached)},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while not reached.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert reached.exists() and reached.read_text() == point, f"the run never reached {point}"
+    reached.unlink()

@@ -16,7 +16,7 @@ import pytest
 from fixmono.testing import REPO_ROOT
 from fixmono.sources.scratch import PAUSE_POINTS
 from fixmono.testing import git, snapshot
-from tests.helpers import BN_FIX, make_patch, pytorch_repo
+from tests.helpers import BN_FIX, make_patch, pytorch_repo, run_killed_at
 
 DELAYS = [0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.7, 1.0]
 
@@ -38,22 +38,6 @@ def series_state(out):
     assert listed is not None and sorted(listed + ["BASE", "series", ".make_patch-manifest"]) == names, \
         f"half a series: {names}"
     return "complete"
-
-
-def run_killed_at(point: str, tmp_path, *args) -> None:
-    """make_patch, SIGKILLed once it reports reaching `point` (asserted)."""
-    reached = tmp_path / "reached"
-    proc = subprocess.Popen([sys.executable, "-m", "fixmono.cli.make_patch", *args],
-                            env={**os.environ, "PYTHONPATH": str(REPO_ROOT / "tools"), "FIXMONO_PAUSE_AT": point,
-                                 "FIXMONO_PAUSE_FILE": str(reached)},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while not reached.exists() and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.01)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    assert reached.exists() and reached.read_text() == point, f"the run never reached {point}"
-    reached.unlink()
 
 
 @pytest.mark.parametrize("point", PAUSE_POINTS)

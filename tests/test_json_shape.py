@@ -11,13 +11,14 @@ from fixmono.runtime.child import child_env
 from tests.helpers import pytorch_repo
 
 COMMANDS = {"make_patch": "make_patch", "fixes": "status", "drift_matrix": "drift", "patch_wheel": "patch_wheel",
-            "compare_weights": "compare_weights"}
+            "compare_weights": "compare_weights", "patch-env": "patch_env"}
 BAD = {  # arguments each command refuses before doing any work
     "make_patch": ["--all", "--upstream", "/no/such/checkout", "--check"],
     "fixes": ["status", "--timeout", "0"],
     "drift_matrix": ["--fix", "no-such-fix"],
     "patch_wheel": ["/no/such.whl", "/no/such/series"],
     "compare_weights": ["/no/such/a", "/no/such/b"],
+    "patch-env": ["no-such-fix"],
 }
 
 

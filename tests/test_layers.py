@@ -59,6 +59,8 @@ def graph(sources: dict[str, Path]) -> dict[str, set[str]]:
 
 def part(module: str) -> str:
     """The stage (or part beside the stages) a fixmono module belongs to."""
+    if module == "fixmono.__main__":  # `python -m fixmono`: the console script, so the command line
+        return "cli"
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else "fixmono"
 

@@ -8,7 +8,8 @@ import the stages before it and none after (tests/test_layers.py checks it):
               files, and the one git layer
     engines   the transformations: libcst (Python) and tree-sitter (C++)
     apply     a fix on a source: match contract, presence, reverts, validation, `run`
-    output    what is written: patch series, branches, patched wheels
+    output    what is written: patch series, branches, patched wheels, patched
+              environments (and their journal)
     runtime   what fixes use when they run: hot-fixes, reproducer helpers
     analysis  what the catalogue means for versions and environments: drift, history,
               still-needed, status

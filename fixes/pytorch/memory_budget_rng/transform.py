@@ -62,8 +62,8 @@ class KeepRandomOpsSaved(SiteTransformer):
 
     # --- OpTypes.is_random -------------------------------------------------
     def leave_Return(self, original: cst.Return, updated: cst.Return) -> cst.Return:
-        if self.qualname != IS_RANDOM or original.value is None:
-            return updated
+        if self.qualname != IS_RANDOM or original.value is None or self._is_random_param is None:
+            return updated  # not this function, or already tagged: the text stays as it is
         node = self._is_random_param
         tagged = cst.parse_expression(f'torch.Tag.{TAG} in getattr({node}.target, "tags", ())')
         return updated.with_changes(value=cst.BooleanOperation(parenthesized(updated.value), cst.Or(), tagged))

@@ -13,7 +13,6 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from fixmono.analysis.history import applies
@@ -21,7 +20,7 @@ from fixmono.apply.run import run
 from fixmono.model.errors import UserError
 from fixmono.model.fix import Fix
 from fixmono.model.outcome import Status
-from fixmono.model.projects import PROJECTS
+from fixmono.model.projects import PROJECTS, range_specifier
 from fixmono.sources.open import open_upstream
 from fixmono.sources.wheel import NEWER_PYTHONS
 
@@ -51,7 +50,7 @@ def published_versions(dist: str, major: str) -> list[str]:
         if not match and not python:
             raise UserError(f"cannot list versions of {dist}: {(proc.stderr.strip().splitlines() or ['?'])[-1]}")
         versions |= {Version(v.strip()) for v in match.group(1).split(",")} if match else set()
-    wanted = SpecifierSet(major) if major[0] in "<>=!~" else SpecifierSet(f"=={major}.*")
+    wanted = range_specifier(major)
     return [str(v) for v in sorted(versions) if not v.is_prerelease and v in wanted]
 
 

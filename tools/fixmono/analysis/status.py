@@ -15,16 +15,18 @@ from pathlib import Path
 
 from fixmono.analysis.still_needed import check
 from fixmono.apply.run import run
-from fixmono.model.errors import one_line
+from fixmono.model.errors import UserError, one_line
 from fixmono.model.fix import Fix
 from fixmono.model.outcome import Status
 from fixmono.model.projects import PROJECTS
 from fixmono.model.registry import discover
+from fixmono.output.journal import Journal
 from fixmono.runtime.repro import torch_backend
 from fixmono.sources.installed import Environment, InstalledFiles
 
 NOT_FIXED, FIXED, NOT_APPLICABLE, FAILED = "not fixed", "already fixed", "not applicable", "failed"  # installed files; still_needed.py says what reproducers find
 NOT_INSTALLED = "not installed"
+PATCHED_HERE = "patched by fixmono"
 BUILT_IN = "not in the installed package (C++/tests: built into the binary)"
 
 
@@ -67,8 +69,36 @@ def check_installed(fix: Fix, site: Path | None = None, env: Environment | None 
         detail = "contains the fix: " + ", ".join(str(paths[f.path]) for f in outcome.files)
     else:
         detail = outcome.detail
-    return {**row, "installed_files": state, "applies": outcome.status in (Status.APPLIED, Status.ALREADY_APPLIED),
-            "detail": detail}
+    row = {**row, "installed_files": state, "applies": outcome.status in (Status.APPLIED, Status.ALREADY_APPLIED),
+           "detail": detail}
+    return with_journal(row, fix, source.site) if site is None else row
+
+
+def with_journal(row: dict, fix: Fix, site: Path) -> dict:
+    """What `patch-env` recorded for this fix in the environment's journal, and
+    whether the files still are what it wrote."""
+    try:
+        journal = Journal.read(site)
+    except UserError as err:
+        return {**row, "patch_env": {"state": "unreadable"}, "detail": f"{row['detail']}; {err}"}
+    files = {rel: journal.state(rel) for rel, e in journal.files.items()
+             if fix.id in e["fixes"] + e.get("pending", {}).get("fixes", [])}
+    if not files:
+        return row
+    stamp = journal.data["fixes"].get(fix.id, {})
+    states = set(files.values())
+    state = "patched" if states == {"patched"} else "pending" if "pending" in states else "stale"
+    row = {**row, "patch_env": {"state": state, "files": files, "journal": str(journal.folder), **stamp}}
+    if state == "patched" and row["installed_files"] == FIXED:
+        return {**row, "installed_files": PATCHED_HERE,
+                "detail": f"patch-env by fixmono {stamp.get('fixmono_version', '?')} at {stamp.get('at', '?')}: "
+                          f"{', '.join(files)} (undo: fixmono patch-env --undo {fix.id})"}
+    if state == "pending":
+        return {**row, "detail": f"{row['detail']}; an interrupted patch-env: run `fixmono patch-env` again to "
+                                 "complete it"}
+    changed = ", ".join(f"{rel} ({s})" for rel, s in files.items() if s != "patched")
+    return {**row, "detail": f"{row['detail']}; journal stale: {changed} since fixmono patched it (pip install "
+                             "--force-reinstall or an upgrade?): patch-env again, or --undo to forget it"}
 
 
 def collect(fixes: list[Fix] | None = None, run_reproducers: bool = False, timeout: float = 600.0,

@@ -4,6 +4,7 @@ subcommand per tool (the repository's tools/* launchers run the same mains).
     fixmono status [--run] [--json]
     fixmono make-patch --all --upstream PATH_OR_SPEC [--out DIR] ...
     fixmono patch-wheel WHEEL SERIES_DIR [--out DIR] | --verify OUTPUT
+    fixmono patch-env [--python PATH] FIX...|--all [--check] | --undo [FIX...]
     fixmono drift [--fix ID] [--versions PROJECT=V1,V2] | --git CHECKOUT --fix ID
     fixmono compare-weights A B
 """
@@ -18,6 +19,7 @@ COMMANDS = {  # subcommand -> (module, what it does)
     "status": ("fixmono.cli.status", "which known bugs affect this environment's installed packages"),
     "make-patch": ("fixmono.cli.make_patch", "turn fixes into git patches against a checkout, wheel or remote ref"),
     "patch-wheel": ("fixmono.cli.patch_wheel", "carry a series' Python fixes into a built wheel, or --verify one"),
+    "patch-env": ("fixmono.cli.patch_env", "apply fixes to an environment's installed files in place, or --undo"),
     "drift": ("fixmono.cli.drift", "the fixes over published versions, or one fix over git history"),
     "compare-weights": ("fixmono.cli.compare_weights", "two safetensors checkpoints, tensor by tensor"),
 }
@@ -54,3 +56,7 @@ def entry() -> None:
     """The console script: signals handled from the first line, the exit as the tools' own."""
     interrupt_before_start("fixmono")
     exit_quietly(main())
+
+
+if __name__ == "__main__":
+    entry()

@@ -8,14 +8,15 @@ import argparse
 import os
 import sys
 
-from fixmono.analysis.status import BUILT_IN, FAILED, FIXED, NOT_APPLICABLE, NOT_FIXED, NOT_INSTALLED, collect
+from fixmono.analysis.status import (BUILT_IN, FAILED, FIXED, NOT_APPLICABLE, NOT_FIXED, NOT_INSTALLED, PATCHED_HERE,
+                                     collect)
 from fixmono.cli.early import exit_quietly
 from fixmono.cli.guard import ArgumentParser, run_command
 from fixmono.cli.render import table
 from fixmono.model.errors import UserError
 from fixmono.sources.installed import Environment
 
-COLOURS = {NOT_FIXED: "33", FIXED: "32", FAILED: "31", NOT_APPLICABLE: "2", NOT_INSTALLED: "2", BUILT_IN: "2",
+COLOURS = {NOT_FIXED: "33", FIXED: "32", PATCHED_HERE: "32", FAILED: "31", NOT_APPLICABLE: "2", NOT_INSTALLED: "2", BUILT_IN: "2",
            "still-needed": "33", "fixed-upstream": "32", "cannot-run-here": "2"}
 
 

@@ -81,6 +81,8 @@ class PythonTransform:
             raise TransformFailed("; ".join(transformer.problems))
         if transformer.anchors == 0:
             raise NotApplicable(f"no {self.anchor}")
+        if transformer.changed == 0 and new.code != source:  # hot-fixes and reproducers run .source as it is
+            raise TransformFailed("the transformation edited text at a site it did not count as changed")
         return Rewrite(new.code, transformer.changed, transformer.present,
                        tuple(transformer.added), tuple(transformer.already))
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from packaging.specifiers import SpecifierSet
+
 
 @dataclass(frozen=True)
 class Project:
@@ -47,3 +49,15 @@ def by_dist(dist: str) -> Project | None:
 def runs_on(fix_upstream: str, project: Project) -> bool:
     """Whether a fix for `fix_upstream` applies to a tree of `project`."""
     return fix_upstream == project.name or PROJECTS[fix_upstream].part_of == project.name
+
+
+def range_specifier(drift_range: str) -> SpecifierSet:
+    """A documented range as a version specifier: "2" -> ==2.*, "=2.13.0" -> ==2.13.0."""
+    if drift_range.startswith("=") and not drift_range.startswith("=="):
+        return SpecifierSet(f"={drift_range}")
+    return SpecifierSet(drift_range) if drift_range[0] in "<>=!~" else SpecifierSet(f"=={drift_range}.*")
+
+
+def checked_range(project: Project) -> SpecifierSet | None:
+    """The versions the project's fixes are checked on (its drift range), or None."""
+    return range_specifier(project.drift_range) if project.drift_range else None
