@@ -187,6 +187,28 @@ def test_what_cannot_go_in_is_refused_with_one_line(env, args, words):
     assert tree(site, bytecode=True) == before
 
 
+def test_a_package_another_environment_lends_is_not_touched(env, tmp_path):
+    """A venv whose .pth adds the first venv's site-packages (as --system-site-
+    packages or a conda overlay does): its transformers is found, and refused."""
+    python, site = env
+    before = tree(site, bytecode=True)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "borrower")], check=True)
+    borrower = tmp_path / "borrower" / "bin" / "python"
+    own = Path(subprocess.run([borrower, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                              capture_output=True, text=True, check=True).stdout.strip())
+    (own / "lender.pth").write_text(f"{site}\n")
+    refused(fixmono("patch-env", "--python", str(borrower), SENTINEL), "installed outside this environment")
+    proc = fixmono("patch-env", "--python", str(borrower), "--all")
+    assert proc.returncode == 0 and f"skipped  {SENTINEL}: transformers 5.17.0 is installed outside" in proc.stdout, \
+        proc.stdout
+    assert fixmono("patch-env", "--python", str(python), SENTINEL).returncode == 0  # patched in its own venv
+    proc = fixmono("patch-env", "--python", str(borrower), "--undo")  # the borrower's undo leaves it alone
+    assert proc.returncode == 0 and "restored" not in proc.stdout
+    assert tree(site, bytecode=True) != before
+    assert fixmono("patch-env", "--python", str(python), "--undo").returncode == 0
+    assert tree(site) == {k: v for k, v in before.items() if not k.endswith(".pyc")}
+
+
 def test_a_version_outside_the_range_is_refused(tmp_path):
     python, site = make_env(tmp_path, AFFECTED.before, version="4.57.0")
     before = tree(site, bytecode=True)

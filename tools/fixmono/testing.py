@@ -2,11 +2,16 @@
 fixtures. Library code, like libcst's CodemodTest and Fixit's rule tests."""
 from __future__ import annotations
 
+import contextlib
 import difflib
+import hashlib
 import os
+import shutil
+import socket
 import subprocess
 import sys
 import tempfile
+import time
 import zipfile
 from pathlib import Path
 
@@ -169,3 +174,97 @@ def catalogue_tree(project: str) -> dict[str, str]:
             raise AssertionError(f"{path}: no fixture of {[f.id for f, _ in pairs]} lets all of them apply")
         tree[path] = usable[0]
     return tree
+
+
+NGINX = "/usr/sbin/nginx"
+
+
+@contextlib.contextmanager
+def nginx(root: Path, ranges: bool = True, timeout: float = 30.0):
+    """A real HTTP server on 127.0.0.1 serving `root` (nginx from the Debian
+    package, one process, no daemon); yields (base URL, access log path). The
+    log has one line per request: status, Range header, body bytes sent, URI.
+    `ranges=False`: byte ranges are not served (every answer is the whole file)."""
+    work = Path(tempfile.mkdtemp(prefix="fixmono-nginx-"))
+    for sub in ("client", "proxy", "fastcgi", "uwsgi", "scgi"):
+        (work / sub).mkdir()
+    port = free_port()
+    (work / "nginx.conf").write_text(f"""
+worker_processes 1;
+pid {work}/nginx.pid;
+error_log {work}/error.log;
+events {{ worker_connections 64; }}
+http {{
+    log_format fields '$status "$http_range" $body_bytes_sent $request_uri';
+    access_log {work}/access.log fields;
+    client_body_temp_path {work}/client; proxy_temp_path {work}/proxy; fastcgi_temp_path {work}/fastcgi;
+    uwsgi_temp_path {work}/uwsgi; scgi_temp_path {work}/scgi;
+    types {{ text/html html; application/octet-stream whl; }}
+    server {{
+        listen 127.0.0.1:{port};
+        root {root};
+        max_ranges {"16" if ranges else "0"};
+    }}
+}}
+""")
+    proc = subprocess.Popen([NGINX, "-p", str(work), "-c", str(work / "nginx.conf"), "-e", str(work / "error.log"),
+                             "-g", "daemon off; master_process off;"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"nginx did not start: {(work / 'error.log').read_text(errors='replace')}")
+                time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}", work / "access.log"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def simple_index(root: Path, wheels: list[Path]) -> dict[str, str]:
+    """A PEP 503 index under `root`/simple for `wheels` (copied to `root`/files),
+    as PyPI publishes them: each link with its sha256 and the wheel's METADATA
+    beside it (PEP 658, so pip resolves without downloading the wheel); the
+    environment that points pip at it (and at nothing else: no config file is read)."""
+    (root / "files").mkdir(parents=True, exist_ok=True)
+    by_project: dict[str, list[str]] = {}
+    for wheel in wheels:
+        shutil.copy(wheel, root / "files" / wheel.name)
+        with zipfile.ZipFile(wheel) as zf:
+            metadata = zf.read(next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA")))
+        (root / "files" / f"{wheel.name}.metadata").write_bytes(metadata)
+        digest, meta_digest = hashlib.sha256(wheel.read_bytes()).hexdigest(), hashlib.sha256(metadata).hexdigest()
+        by_project.setdefault(wheel.name.split("-")[0].lower().replace("_", "-"), []).append(
+            f'<a href="../../files/{wheel.name}#sha256={digest}" data-dist-info-metadata="sha256={meta_digest}" '
+            f'data-core-metadata="sha256={meta_digest}">{wheel.name}</a>\n')
+    for project, links in by_project.items():
+        (root / "simple" / project).mkdir(parents=True, exist_ok=True)
+        (root / "simple" / project / "index.html").write_text(f"<html><body>\n{''.join(links)}</body></html>\n")
+    return {"PIP_CONFIG_FILE": os.devnull, "PIP_FIND_LINKS": "", "PIP_EXTRA_INDEX_URL": "", "PIP_NO_CACHE_DIR": "1"}
+
+
+def served(log: Path) -> list[tuple[int, str, int, str]]:
+    """(status, Range header, bytes sent, URI) of every request in an nginx() access log."""
+    out = []
+    for line in log.read_text().splitlines() if log.exists() else []:
+        status, rest = line.split(" ", 1)
+        wanted, _, rest = rest[1:].partition('" ')
+        sent, uri = rest.split(" ", 1)
+        out.append((int(status), "" if wanted == "-" else wanted, int(sent), uri))
+    return out

@@ -35,6 +35,7 @@ class Cell:
     status: str
     detail: str
     static: str  # "applies", "fails", "n/a" (no static patch at BASE)
+    read: str = ""  # how the wheel was read: range, full, local-file
 
 
 def published_versions(dist: str, major: str) -> list[str]:
@@ -61,9 +62,9 @@ def static_patch(project: str, fix: Fix, patches: Path | None) -> Path | None:
     return found[0] if found else None
 
 
-def cell(fix: Fix, version: str, patches: Path | None) -> Cell:
+def cell(fix: Fix, version: str, patches: Path | None, full_wheel: bool = False) -> Cell:
     project = PROJECTS[fix.upstream]
-    upstream = open_upstream(f"pip:{project.dist}=={version}")
+    upstream = open_upstream(f"pip:{project.dist}=={version}", full_wheel=full_wheel)
     (outcome,) = run(upstream, [fix])
     status, detail = outcome.status.value, outcome.detail
     patch = static_patch(fix.upstream, fix, patches)
@@ -72,7 +73,7 @@ def cell(fix: Fix, version: str, patches: Path | None) -> Cell:
     else:
         # against the commit's objects (the files run() read and checked), never the cache's working tree
         static = "applies" if applies(upstream, upstream.head, patch.read_bytes()) else "fails"
-    return Cell(version, status, detail, static)
+    return Cell(version, status, detail, static, upstream.wheel.get("read", ""))
 
 
 def python_fixes(fixes: list[Fix]) -> list[Fix]:
@@ -118,13 +119,14 @@ def parse_versions(specs: list[str], fixes: list[Fix]) -> dict[str, list[str]]:
     return out
 
 
-def matrix(fixes: list[Fix], versions: dict[str, list[str]], patches: Path | None, progress=lambda m: None) -> dict:
+def matrix(fixes: list[Fix], versions: dict[str, list[str]], patches: Path | None, progress=lambda m: None,
+           full_wheel: bool = False) -> dict:
     rows = {}
     for fix in python_fixes(fixes):
         cells = []
         for v in versions.get(fix.upstream, []):
             progress(f"{fix.id} @ {v}")
-            cells.append(cell(fix, v, patches))
+            cells.append(cell(fix, v, patches, full_wheel))
         rows[fix.id] = cells
     return rows
 

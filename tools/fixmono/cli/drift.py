@@ -31,6 +31,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="versions to check instead of the documented range")
     p.add_argument("--patches", type=Path, help="the static series (default: the repository's patches/)")
     p.add_argument("--out", type=Path, help="also write the report here")
+    p.add_argument("--full-wheel", action="store_true",
+                   help="download each wheel whole and check its sha256 (default: the target files by range requests)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     history_args = p.add_argument_group("over git history instead of wheels")
     history_args.add_argument("--git", type=Path, metavar="CHECKOUT", help="a checkout or bare mirror (one --fix)")
@@ -60,7 +62,7 @@ def over_wheels(args: argparse.Namespace) -> tuple[dict, int]:
             check_report_path(args.out)
         versions = {project: chosen.get(project) or published_versions(PROJECTS[project].dist, RANGES[project])
                     for project in sorted({f.upstream for f in fixes}) if project in RANGES}
-        rows = matrix(fixes, versions, args.patches, progress_printer())
+        rows = matrix(fixes, versions, args.patches, progress_printer(), args.full_wheel)
     except OSError as err:  # e.g. the wheel cache unwritable: not a bug here
         raise os_error_as_user_error(err) from None
     report = markdown(rows)

@@ -50,6 +50,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="run each fix's reproducer against what is installed here: still-needed, "
                         "fixed-upstream or cannot-run-here")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per reproducer (--check-upstream)")
+    p.add_argument("--full-wheel", action="store_true",
+                   help="pip: download the whole wheel and check its sha256 (default: read the target files by "
+                        "HTTP range requests, each checked against the wheel's CRC-32)")
     p.add_argument("--max-target-size", type=float, default=DEFAULT_MAX_TARGET_MIB, metavar="MIB",
                    help=f"refuse target files larger than this (default: {DEFAULT_MAX_TARGET_MIB} MiB)")
     args = p.parse_args(argv)
@@ -102,7 +105,7 @@ def prepare(args: argparse.Namespace, spec: str, group: list[Fix]) -> publish.Jo
     """Open and validate one upstream, its --out and --branch; writes nothing."""
     if not spec:  # default mode, project without an obtainable default
         return publish.Job(group)
-    upstream = open_upstream(spec)
+    upstream = open_upstream(spec, full_wheel=args.full_wheel)
     upstream.max_target_bytes = int(args.max_target_size * (1 << 20))
     if not args.all:
         for f in group:
@@ -151,11 +154,28 @@ def report(args: argparse.Namespace, job: publish.Job, written: bool) -> dict:
     names = iter(job.patches)
     return {
         "upstream": upstream.label, "project": upstream.project.name, "base": upstream.head,
-        "out": job.shown_out, "written": written,
+        "out": job.shown_out, "written": written, "wheel": wheel_read(upstream),
         "branch": args.branch if job.branch_tip else None, "branch_tip": job.branch_tip,
         "results": [result(o.fix, o.status, o.detail,
                            next(names) if o.status is Status.APPLIED and job.patches else None)
                     for o in job.outcomes]}
+
+
+def wheel_read(upstream) -> dict | None:
+    """For a pip: upstream, how its wheel was read and what was verified."""
+    wheel = getattr(upstream, "wheel", None)
+    if not wheel:
+        return None
+    keys = ("name", "read", "verified", "bytes", "size", "requests", "sha256", "published_sha256", "note")
+    return {k: wheel.get(k) for k in keys}
+
+
+def describe_read(wheel: dict) -> str:
+    size = f" of {wheel['size'] / 1e6:.1f} MB" if wheel.get("size") else ""
+    how = {"range": "by HTTP range requests", "full": "downloaded whole", "local-file": "from a local index"}
+    return (f"  wheel: {wheel['name']}: {(wheel.get('bytes') or 0) / 1e6:.2f} MB read{size}, "
+            f"{how.get(wheel.get('read'), wheel.get('read'))}; verified: {wheel['verified']}"
+            + (f" ({wheel['note']})" if wheel.get("note") else ""))
 
 
 def result(fix: Fix, status: Status, detail: str, patch: str | None = None) -> dict:
@@ -180,6 +200,8 @@ def render_runs(report: dict) -> str:
     lines = []
     for each in report["runs"]:
         lines.append(f"upstream: {each['upstream'] or '(none available for ' + each['project'] + ')'}")
+        if each.get("wheel"):
+            lines.append(describe_read(each["wheel"]))
         rows = [(r["fix"], r["status"], r["detail"]) for r in each["results"]]
         lines += table(("FIX", "STATUS", "DETAIL"), rows, indent="  ", min_widths=(0, 15))
         if not rows:

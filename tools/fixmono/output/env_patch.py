@@ -82,6 +82,9 @@ def refusal(fix: Fix, env: Environment, any_version: bool) -> str | None:
     version = env.dist(dist)["version"]
     if version is None:
         return f"{dist} is not installed in {env.prefix}"
+    if not env.owns(env.site(project)):
+        return (f"{dist} {version} is installed outside this environment ({env.site(project)}: a system site or a "
+                f"folder a .pth adds); patch the environment it belongs to, with that one's --python")
     spec = checked_range(project)
     try:
         inside = spec is not None and spec.contains(Version(version), prereleases=True)
@@ -269,7 +272,7 @@ def sites(env: Environment, fixes: list[Fix] | None = None) -> list[Path]:
     """The folders holding the installed projects of `fixes` (None: those
     where fixmono keeps a journal)."""
     projects = {PROJECTS[f.upstream] for f in fixes} if fixes is not None else PROJECTS.values()
-    found = {env.site(p) for p in projects if env.dist(dist_name(p))["version"] is not None}
+    found = {env.site(p) for p in projects if env.dist(dist_name(p))["version"] is not None and env.owns(env.site(p))}
     return sorted(s for s in found if fixes is not None or (s / JOURNAL_DIR).is_dir())
 
 

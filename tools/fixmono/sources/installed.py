@@ -49,7 +49,9 @@ def probe(pairs):
         if info["package_dir"] is None and found is not None:
             info["package_dir"] = str(found.locate_file(package))
         dists[dist] = info
-    return {"python": sys.executable, "prefix": sys.prefix,
+    import sysconfig
+    paths = sysconfig.get_paths()
+    return {"python": sys.executable, "prefix": sys.prefix, "sites": sorted({paths["purelib"], paths["platlib"]}),
             "version": "%d.%d.%d" % tuple(sys.version_info[:3]), "dists": dists}
 '''
 PROBE_TIMEOUT = 60.0
@@ -76,6 +78,7 @@ class Environment:
     version: str  # its Python version
     dists: dict = field(default_factory=dict)  # dist -> {"version", "package_dir", "provenance"}
     here: bool = True  # the interpreter fixmono runs in
+    sites: list = field(default_factory=list)  # its own site-packages (purelib, platlib)
 
     @classmethod
     def current(cls) -> "Environment":
@@ -110,6 +113,11 @@ class Environment:
 
     def dist(self, dist: str) -> dict:
         return self.dists.get(dist) or {"version": None, "package_dir": None, "provenance": None}
+
+    def owns(self, folder: Path) -> bool:
+        """Whether `folder` is this environment's own site-packages (not a system
+        site of a venv made with --system-site-packages, nor a folder a .pth adds)."""
+        return any(os.path.realpath(folder) == os.path.realpath(own) for own in self.sites)
 
     def site(self, project: Project) -> Path:
         """The folder holding the project's package (site-packages, usually)."""

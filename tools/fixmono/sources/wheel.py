@@ -2,11 +2,16 @@
 materialised into a cached scratch git repository at the paths they have in
 the upstream repository.
 
-The wheel is checked before anything of it is used (verify.py): its sha256
-against the one the index publishes (read from pip's own resolution, `pip
-install --dry-run --report`), every member against RECORD. The cache entry
-keeps each file's RECORD hash; a file read from it that does not match is a
-damaged or tampered entry, which is built again, never trusted."""
+Which wheel is asked of the indexes pip is configured with (index.py: its
+configuration and PIP_* variables, never a host written here), with the
+sha256 the index publishes. From an HTTP(S) index only what the catalogue's fixes
+target is read, by range requests (ranged.py: each member checked against the
+zip's CRC-32 and size, "verified": "member-crc"); with --full-wheel, from a
+local index, or from a server that does not honour Range, the wheel is
+downloaded whole and checked (verify.py: its sha256 against the index's,
+every member against RECORD: "verified": "sha256"). The cache entry keeps
+each file's hash; a file read from it that does not match is a damaged or
+tampered entry, which is built again, never trusted."""
 from __future__ import annotations
 
 import dataclasses
@@ -17,13 +22,18 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import urllib.request
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from urllib.parse import urlparse
 
 from fixmono.model.errors import UserError, one_line
-from fixmono.model.projects import PROJECTS, Project, by_dist
+from fixmono.model.projects import PROJECTS, Project, by_dist, runs_on
+from fixmono.model.registry import discover
 from fixmono.sources.git import clean_env, run_git
+from fixmono.sources.index import Found, basic_auth, find_wheel, published_sha256, without_auth
+from fixmono.sources.ranged import RangedWheel, RangeNotHonoured
 from fixmono.sources.upstream import Upstream, cache_dir, open_repository
 from fixmono.sources.verify import VerifiedWheel, record_hash, verify_wheel
 
@@ -64,7 +74,7 @@ class WheelUpstream(Upstream):
         return data
 
 
-def open_wheel(spec: str, rebuild: bool = False) -> WheelUpstream:
+def open_wheel(spec: str, rebuild: bool = False, full: bool = False) -> WheelUpstream:
     match = PIP_SPEC.match(spec)
     if not match:
         raise UserError(f"--upstream {spec}: expected pip:NAME==VERSION")
@@ -74,25 +84,38 @@ def open_wheel(spec: str, rebuild: bool = False) -> WheelUpstream:
         known = ", ".join(p.dist for p in PROJECTS.values() if p.dist)
         raise UserError(f"--upstream {spec}: {dist} is not an upstream of any fix ({known})")
     path = cache_dir() / "upstreams" / f"{project.dist}-{version}"
-    upstream = None if rebuild else cached_wheel_repository(path, spec)
-    if upstream is None:  # missing, damaged or tampered: built again
-        shutil.rmtree(path, ignore_errors=True)
-        upstream = cached_wheel_repository(materialise_wheel(project, version), spec)
+    upstream = None if rebuild else cached_wheel_repository(path, spec, wanted_members(project))
+    if upstream is not None and full and upstream.wheel.get("read") == "range":
+        upstream = None  # --full-wheel: a partial read does not do
+    if upstream is None:  # missing, damaged, tampered, short of a target, or not read whole: built again
+        path = materialise_wheel(project, version, full=full, rebuild=True)
+        upstream = cached_wheel_repository(path, spec)
         if upstream is None:
             raise UserError(f"--upstream {spec}: the scratch repository built from the wheel is unreadable")
     upstream.project, upstream.label, upstream.version = project, spec, version
     return upstream
 
 
-def cached_wheel_repository(path: Path, spec: str) -> WheelUpstream | None:
+def wanted_members(project: Project) -> set[str]:
+    """The wheel members a partial read takes: every file the catalogue's fixes
+    for `project` target, and the project's markers."""
+    paths = {c.path for f in discover() if runs_on(f.upstream, project) for c in f.changes} | set(project.markers)
+    return {p.removeprefix(project.wheel_root) for p in paths if p.startswith(project.wheel_root)}
+
+
+def cached_wheel_repository(path: Path, spec: str, wanted: set[str] = frozenset()) -> WheelUpstream | None:
     """The materialised wheel at `path`, or None when the cache entry is damaged
     (git cannot open it, any of its objects is missing or unreadable, or it
-    has no record of the verified wheel)."""
+    has no record of the verified wheel) or is a partial read that lacks a
+    member in `wanted` the wheel has."""
     try:
         upstream = open_repository(path, spec)
         provenance = json.loads((path / ".git" / PROVENANCE).read_text(encoding="utf-8"))
         members, wheel = dict(provenance["members"]), dict(provenance["wheel"])
+        names = set(provenance.get("names") or ())
     except (UserError, OSError, ValueError, KeyError, TypeError):
+        return None
+    if names and (wanted & names) - {m.removeprefix(upstream_root(wheel)) for m in members}:
         return None
     listing = upstream.scratch.run("ls-tree", "-r", "-l", "-z", upstream.head)
     records = [r.split("\t", 1)[0].split() for r in listing.stdout.split("\0") if r]
@@ -102,33 +125,90 @@ def cached_wheel_repository(path: Path, spec: str) -> WheelUpstream | None:
     return WheelUpstream(**base, members=members, wheel=wheel)
 
 
-def materialise_wheel(project: Project, version: str) -> Path:
-    """A scratch git repository holding the Python files of the published wheel,
-    at the paths they have in the upstream repository. Cached; built in a
-    temporary directory and renamed into place, so an interrupted run leaves
-    nothing half-made."""
+def upstream_root(wheel: dict) -> str:
+    return wheel.get("wheel_root", "")
+
+
+def materialise_wheel(project: Project, version: str, full: bool = True, rebuild: bool = False) -> Path:
+    """A scratch git repository holding the Python files of the published wheel
+    that the catalogue's fixes target (`full`: from the whole wheel, its
+    sha256 checked; else read by ranges where the index serves them), at the
+    paths they have in the upstream repository. Cached; built in a temporary directory
+    and renamed into place, so an interrupted run leaves nothing half-made."""
     final = cache_dir() / "upstreams" / f"{project.dist}-{version}"
-    if (final / ".git").is_dir():
+    if (final / ".git").is_dir() and not rebuild:
         return final
     final.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=final.parent, prefix=".tmp-") as tmp:
-        wheel, published = download_wheel(project.dist, version, Path(tmp) / "dl")
-        verified = verify_wheel(wheel, published)
         work = Path(tmp) / "repo"
-        members = extract_python_files(verified, work, project.wheel_root)
+        found = None if full else find_wheel(project.dist, version)
+        partial = None if found is None else read_members(project, found, work)
+        if partial is None:
+            note = "--full-wheel" if full else found.note if found else "no index pip is configured with lists it: " \
+                                                                          "downloaded through pip"
+            members, wheel = whole_wheel(project, version, work, found, note)
+        else:
+            members, wheel = partial
         if not members:
-            raise UserError(f"pip:{project.dist}=={version}: the wheel {wheel.name} has no Python files")
+            raise UserError(f"pip:{project.dist}=={version}: the wheel {wheel['name']} has no Python files")
         commit_tree(work, f"{project.dist} {version}\n\n"
                           "Python files of the published wheel, materialised by make_patch.")
-        provenance = {"wheel": {"name": wheel.name, "sha256": verified.sha256, "published_sha256": published},
-                      "members": members}
+        provenance = {"wheel": wheel, "members": members, "names": wheel.pop("names", None)}
         (work / ".git" / PROVENANCE).write_text(json.dumps(provenance, indent=1, sort_keys=True), encoding="utf-8")
+        if rebuild:
+            shutil.rmtree(final, ignore_errors=True)
         try:
             work.rename(final)
         except OSError:
             if not (final / ".git").is_dir():  # not just a concurrent run that won
                 raise
     return final
+
+
+def whole_wheel(project: Project, version: str, work: Path, found: Found | None, note: str) -> tuple[dict, dict]:
+    """The whole wheel (a local index's file as it is, else downloaded by pip),
+    verified (sha256, RECORD), and the wanted Python files written under `work`."""
+    with tempfile.TemporaryDirectory(prefix="fixmono-wheel-") as tmp:
+        if found is not None and found.url.startswith("file:"):
+            wheel, published, how = Path(urllib.request.url2pathname(urlparse(found.url).path)), found.sha256, "local-file"
+        else:
+            (wheel, published), how = download_wheel(project.dist, version, Path(tmp) / "dl"), "full"
+        verified = verify_wheel(wheel, published)
+        # the members a partial read takes: the same tree, the same BASE commit, however the wheel was read
+        members = extract_python_files(verified, work, project.wheel_root, wanted_members(project))
+        return members, {"name": wheel.name, "sha256": verified.sha256, "published_sha256": published,
+                         "read": how, "verified": "sha256" if published else "record", "bytes": wheel.stat().st_size,
+                         "size": wheel.stat().st_size, "note": note, "wheel_root": project.wheel_root,
+                         "names": sorted(verified.members)}
+
+
+def read_members(project: Project, found: Found, work: Path) -> tuple[dict, dict] | None:
+    """The wanted members by HTTP range requests, written under `work`; None
+    where the wheel must be read whole (a local index, a server that does not
+    honour Range: `found.note` says which)."""
+    if not found.url.startswith(("http://", "https://")):
+        found.note = "a local index: read whole"
+        return None
+    reader = RangedWheel(without_auth(found.url), found.sha256, cache_dir() / "wheel-members", basic_auth(found.url))
+    try:
+        names = reader.entries()
+        members = {}
+        for name in sorted(wanted_members(project) & set(names)):
+            if not name.endswith((".py", ".pyi")):
+                continue
+            data = reader.read(name)
+            target = work / project.wheel_root / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+            members[project.wheel_root + name] = record_hash(data)  # of the CRC-checked bytes: the cache's check
+    except RangeNotHonoured as why:
+        found.note = f"the server does not honour Range ({why}): downloaded whole"
+        return None
+    return members, {"name": reader.name, "sha256": None, "published_sha256": found.sha256, "read": "range",
+                     "verified": "member-crc", "bytes": reader.bytes_read, "size": reader.length,
+                     "requests": reader.requests, "note": "the whole wheel's sha256 cannot be checked from a partial "
+                                                          "read; --full-wheel checks it",
+                     "wheel_root": project.wheel_root, "names": sorted(names)}
 
 
 def commit_tree(work: Path, message: str) -> None:
@@ -145,20 +225,14 @@ def commit_tree(work: Path, message: str) -> None:
 NEWER_PYTHONS = ("3.12", "3.13")  # wheels of releases that dropped this interpreter
 
 
-def published_sha256(dist: str, version: str, extra: list[str], env: dict, tmp: Path) -> str | None:
-    """The sha256 the index publishes for the wheel pip chooses with `extra`
-    (pip's own resolution and configuration: `pip install --dry-run --report`),
-    or None when the index gives none (a plain folder of wheels)."""
-    report = tmp / "report.json"
-    proc = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--no-deps",
-                           "--only-binary=:all:", "--disable-pip-version-check", "--quiet", "--report", str(report),
-                           "--target", str(tmp / "target"), *extra, f"{dist}=={version}"],
-                          env=env, capture_output=True, encoding="utf-8", errors="replace")
-    try:
-        (item,) = json.loads(report.read_text(encoding="utf-8"))["install"]
-        return item["download_info"]["archive_info"]["hashes"]["sha256"].lower() if proc.returncode == 0 else None
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+def pip_tries() -> list[list[str]]:
+    """pip options to find a wheel with, in order: a macOS arm64 wheel first
+    (for packages with native code, the smallest that carries the same Python
+    files), then this platform, then releases for a newer Python only (jaxlib
+    0.11+ wants 3.12: we read their files, never import them)."""
+    pyver = f"{sys.version_info.major}.{sys.version_info.minor}"
+    small = ["--platform", "macosx_14_0_arm64", "--platform", "macosx_11_0_arm64", "--python-version", pyver]
+    return [small, [], *(small[:4] + ["--python-version", v, "--ignore-requires-python"] for v in NEWER_PYTHONS)]
 
 
 def download_wheel(dist: str, version: str, dest: Path) -> tuple[Path, str | None]:
@@ -169,19 +243,13 @@ def download_wheel(dist: str, version: str, dest: Path) -> tuple[Path, str | Non
     dest.mkdir(parents=True)
     base = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
             "--disable-pip-version-check", "--dest", str(dest), f"{dist}=={version}"]
-    pyver = f"{sys.version_info.major}.{sys.version_info.minor}"
-    small = ["--platform", "macosx_14_0_arm64", "--platform", "macosx_11_0_arm64",
-             "--python-version", pyver]
     env = {**os.environ, "PIP_CONSTRAINT": ""}  # a site cap must not hide old versions
-    # last, releases for a newer Python only (jaxlib 0.11+ wants 3.12): we read their files, never import them
-    newer = [small[:4] + ["--python-version", v, "--ignore-requires-python"] for v in NEWER_PYTHONS]
     error = ""
-    for extra in (small, [], *newer):
+    for extra in pip_tries():
         proc = subprocess.run(base + extra, env=env, capture_output=True, encoding="utf-8", errors="replace")
         wheels = sorted(dest.glob("*.whl"))
-        if proc.returncode == 0 and wheels:
-            with tempfile.TemporaryDirectory(prefix="fixmono-resolve-") as tmp:
-                return wheels[0], published_sha256(dist, version, extra, env, Path(tmp))
+        if proc.returncode == 0 and wheels:  # pip checked it against the index's hash where one is published
+            return wheels[0], published_sha256(dist, version, wheels[0].name)
         expected, got = (re.search(rf"{word}\s+(?:sha256\s+)?([0-9a-f]{{64}})", proc.stderr) for word in ("Expected", "Got"))
         if expected and got:  # pip checked the hash the index publishes: a tampered or damaged download
             raise UserError(f"pip:{dist}=={version}: the wheel's sha256 is {got[1]}, not the {expected[1]} the index "
@@ -191,13 +259,17 @@ def download_wheel(dist: str, version: str, dest: Path) -> tuple[Path, str | Non
     raise UserError(f"pip:{dist}=={version}: could not download the wheel: {error}")
 
 
-def extract_python_files(wheel: VerifiedWheel, work: Path, wheel_root: str) -> dict[str, str]:
-    """Write the verified wheel's .py/.pyi files under `work` at their
-    repository paths (`wheel_root` + name); returns repository path -> RECORD hash."""
+def extract_python_files(wheel: VerifiedWheel, work: Path, wheel_root: str,
+                         only: set[str] | None = None) -> dict[str, str]:
+    """Write the verified wheel's .py/.pyi files (`only` those members, when
+    given) under `work` at their repository paths (`wheel_root` + name);
+    returns repository path -> RECORD hash."""
     members = {}
     with zipfile.ZipFile(wheel.path) as zf:
         for name, digest in wheel.members.items():  # verified names: none leaves `work`
             if not name.endswith((".py", ".pyi")) or PurePosixPath(name).parts[0].endswith((".dist-info", ".data")):
+                continue
+            if only is not None and name not in only:
                 continue
             target = work / wheel_root / name
             target.parent.mkdir(parents=True, exist_ok=True)
