@@ -23,6 +23,7 @@ from fixmono.testing import REPO_ROOT, catalogue_tree, nginx, served, simple_ind
 
 VERSION = "5.99.0"  # no such transformers release: only the index made here has it
 SPEC = f"pip:transformers=={VERSION}"
+PIN = "transformers-pin-moe-routing"
 
 pytestmark = pytest.mark.skipif(not Path("/usr/sbin/nginx").exists(), reason="nginx not installed (tools/setup)")
 
@@ -178,3 +179,22 @@ def test_a_zip64_wheel(tmp_path, monkeypatch):
     assert proc.returncode == 0, proc.stderr
     assert data["runs"][0]["wheel"]["read"] == "range"
     assert {r["status"] for r in data["runs"][0]["results"]} == {"applied"}
+
+
+def test_the_matrix_reads_each_release_and_says_which_ships_no_python(tmp_path):
+    """drift_matrix over two releases served by ranges: one a meta-package
+    wheel with no Python at all (as transformer-engine 1.9.0 is), one with the
+    targets; the first is not-applicable with that reason, not an abort."""
+    meta = write_wheel(tmp_path / "dist", "transformers", "5.98.0", {"transformers-5.98.0.data/README": "meta\n"})
+    pip_env = simple_index(tmp_path / "www", [meta, make_wheel(tmp_path / "dist")])
+    env = {**os.environ, **pip_env, "FIXMONO_CACHE": str(tmp_path / "cache")}
+    with nginx(tmp_path / "www") as (base, log):
+        env["PIP_INDEX_URL"] = f"{base}/simple"
+        proc = subprocess.run([sys.executable, str(REPO_ROOT / "tools" / "drift_matrix"), "--fix", PIN, "--versions",
+                               "transformers=5.98.0,5.99.0", "--json"], capture_output=True, text=True, env=env,
+                              timeout=300)
+        assert all(status == 206 for status, *_ in wheel_requests(log))
+    assert proc.returncode == 0, proc.stderr
+    cells = {c["version"]: c for c in json.loads(proc.stdout)["matrix"][PIN]}
+    assert cells["5.98.0"]["status"] == "not-applicable" and "has no Python files" in cells["5.98.0"]["detail"]
+    assert (cells["5.99.0"]["status"], cells["5.99.0"]["read"]) == ("applied", "range")

@@ -17,15 +17,14 @@ from packaging.version import InvalidVersion, Version
 
 from fixmono.analysis.history import applies
 from fixmono.apply.run import run
-from fixmono.model.errors import UserError
+from fixmono.model.errors import NoPythonFiles, UserError
 from fixmono.model.fix import Fix
 from fixmono.model.outcome import Status
 from fixmono.model.projects import PROJECTS, range_specifier
 from fixmono.sources.open import open_upstream
 from fixmono.sources.wheel import NEWER_PYTHONS
 
-# The documented ranges: the major version the fixes are written for. torch
-# wheels are ~110 MB each, so only BASE unless asked (--versions torch=...).
+# The documented ranges (model/projects.py); wheels are read by ranges, the targets only.
 RANGES = {p.name: p.drift_range for p in PROJECTS.values() if p.drift_range}
 
 
@@ -52,7 +51,7 @@ def published_versions(dist: str, major: str) -> list[str]:
             raise UserError(f"cannot list versions of {dist}: {(proc.stderr.strip().splitlines() or ['?'])[-1]}")
         versions |= {Version(v.strip()) for v in match.group(1).split(",")} if match else set()
     wanted = range_specifier(major)
-    return [str(v) for v in sorted(versions) if not v.is_prerelease and v in wanted]
+    return [str(v) for v in sorted(versions) if not v.is_prerelease and v.local is None and v in wanted]
 
 
 def static_patch(project: str, fix: Fix, patches: Path | None) -> Path | None:
@@ -64,7 +63,10 @@ def static_patch(project: str, fix: Fix, patches: Path | None) -> Path | None:
 
 def cell(fix: Fix, version: str, patches: Path | None, full_wheel: bool = False) -> Cell:
     project = PROJECTS[fix.upstream]
-    upstream = open_upstream(f"pip:{project.dist}=={version}", full_wheel=full_wheel)
+    try:
+        upstream = open_upstream(f"pip:{project.dist}=={version}", full_wheel=full_wheel)
+    except NoPythonFiles as err:  # a meta-package release: it ships no target
+        return Cell(version, Status.NOT_APPLICABLE.value, f"{err} (it ships no target)", "n/a")
     (outcome,) = run(upstream, [fix])
     status, detail = outcome.status.value, outcome.detail
     patch = static_patch(fix.upstream, fix, patches)

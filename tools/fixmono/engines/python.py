@@ -7,11 +7,14 @@ everything the transformer does not touch stays byte-identical.
 from __future__ import annotations
 
 import ast
+import functools
+from importlib import metadata
 from typing import Callable
 
 import libcst as cst
 
 from fixmono.model.errors import NotApplicable, TargetSyntaxError, TransformFailed
+from fixmono.engines.remembered import fingerprint, remembered
 from fixmono.model.fix import Rewrite
 
 
@@ -71,6 +74,10 @@ class PythonTransform:
         self.anchor = anchor  # what NotApplicable says it looked for
 
     def rewrite(self, source: str) -> Rewrite:
+        module = getattr(self._make, "__module__", None) or getattr(getattr(self._make, "func", None), "__module__", None)
+        return remembered(fingerprint(module, __file__, libcst_version()), source, self._rewrite)
+
+    def _rewrite(self, source: str) -> Rewrite:
         module = parse(source)
         transformer = self._make()
         try:
@@ -85,6 +92,11 @@ class PythonTransform:
             raise TransformFailed("the transformation edited text at a site it did not count as changed")
         return Rewrite(new.code, transformer.changed, transformer.present,
                        tuple(transformer.added), tuple(transformer.already))
+
+
+@functools.lru_cache(maxsize=1)
+def libcst_version() -> str:
+    return metadata.version("libcst")
 
 
 def parse(source: str) -> cst.Module:

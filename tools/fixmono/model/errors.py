@@ -7,6 +7,11 @@ class UserError(Exception):
     """Bad input. The command line prints the message as one line and exits 2."""
 
 
+class NoPythonFiles(UserError):
+    """A published wheel holds no Python files at all (a meta-package that
+    pulls the code from others): a release that ships no target."""
+
+
 class FixDeclarationError(ValueError):
     """A fix.py declares something inconsistent (a bug in this repository)."""
 

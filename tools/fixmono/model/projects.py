@@ -15,8 +15,9 @@ class Project:
     default_spec: str  # what `--upstream default` uses; "" until a fix needs one
     wheel_root: str = ""  # where the wheel's files live in the repository layout
     # tools/drift_matrix's documented range: "2" = every final 2.x release,
-    # "=2.13.0" = that version only (large wheels), ">=0.5.1,<0.12" = a
-    # version specifier; "" = its fixes ship in no wheel
+    # "=2.13.0" = that version only, ">=0.5.1,<0.12" = a version specifier;
+    # "" = its fixes ship in no wheel. Wheels are read by ranges (only the
+    # targets), so a range costs ~1.5 MB per torch release, not ~500 MB.
     drift_range: str = ""
     # the project whose repository holds this one's files too (jaxlib is built
     # from jax-ml/jax): its fixes also run on that project's checkouts
@@ -26,9 +27,10 @@ class Project:
 PROJECTS: dict[str, Project] = {
     p.name: p
     for p in (
-        Project("pytorch", "torch", ("torch/__init__.py",), "pip:torch==2.13.0", drift_range="=2.13.0"),
+        # from 2.4.0, the first release with activation_memory_budget (the partitioner fix's subject)
+        Project("pytorch", "torch", ("torch/__init__.py",), "pip:torch==2.13.0", drift_range=">=2.4,<3"),
         Project("transformer-engine", "transformer-engine",
-                ("transformer_engine/__init__.py",), "pip:transformer-engine==2.20.2", drift_range="2"),
+                ("transformer_engine/__init__.py",), "pip:transformer-engine==2.20.2", drift_range=">=1,<3"),
         Project("transformers", "transformers",
                 ("src/transformers/__init__.py",), "pip:transformers==5.23.0", wheel_root="src/",
                 drift_range="5"),

@@ -12,6 +12,7 @@ file before a remote one."""
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import os
 import re
@@ -40,6 +41,7 @@ class Found:
     note: str = ""
 
 
+@functools.lru_cache(maxsize=1)
 def pip_settings() -> dict[str, list[str]]:
     """index-url, extra-index-url, find-links and no-index as pip would use them
     for `pip download` (a PIP_* variable over the files)."""
@@ -95,8 +97,10 @@ def without_auth(url: str) -> str:
         if parts.username is not None else url
 
 
+@functools.lru_cache(maxsize=64)
 def page_files(url: str) -> list[tuple[str, str | None]]:
-    """(absolute URL, published sha256 or None) of every file a page links to."""
+    """(absolute URL, published sha256 or None) of every file a page links to
+    (once per process: a drift run asks torch's page for every release)."""
     final, body, kind = read_page(url)
     if "json" in kind:
         files = json.loads(body).get("files", [])

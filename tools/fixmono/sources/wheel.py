@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlparse
 
-from fixmono.model.errors import UserError, one_line
+from fixmono.model.errors import NoPythonFiles, UserError, one_line
 from fixmono.model.projects import PROJECTS, Project, by_dist, runs_on
 from fixmono.model.registry import discover
 from fixmono.sources.git import clean_env, run_git
@@ -119,7 +119,7 @@ def cached_wheel_repository(path: Path, spec: str, wanted: set[str] = frozenset(
         return None
     listing = upstream.scratch.run("ls-tree", "-r", "-l", "-z", upstream.head)
     records = [r.split("\t", 1)[0].split() for r in listing.stdout.split("\0") if r]
-    if listing.returncode or not records or any(not size.isdigit() for *_, size in records):
+    if listing.returncode or (members and not records) or any(not size.isdigit() for *_, size in records):
         return None
     base = {f.name: getattr(upstream, f.name) for f in dataclasses.fields(Upstream)}
     return WheelUpstream(**base, members=members, wheel=wheel)
@@ -149,8 +149,10 @@ def materialise_wheel(project: Project, version: str, full: bool = True, rebuild
             members, wheel = whole_wheel(project, version, work, found, note)
         else:
             members, wheel = partial
-        if not members:
-            raise UserError(f"pip:{project.dist}=={version}: the wheel {wheel['name']} has no Python files")
+        if not any(name.endswith((".py", ".pyi")) for name in wheel.get("names") or members):
+            raise NoPythonFiles(f"pip:{project.dist}=={version}: the wheel {wheel['name']} has no Python files")
+        # a release whose wheel lacks every target (a meta-package, a module not there yet) is an empty
+        # tree: each fix then says which file this release does not have
         commit_tree(work, f"{project.dist} {version}\n\n"
                           "Python files of the published wheel, materialised by make_patch.")
         provenance = {"wheel": wheel, "members": members, "names": wheel.pop("names", None)}
@@ -216,7 +218,7 @@ def commit_tree(work: Path, message: str) -> None:
     ignore rules or GIT_* variables: the same wheel gives the same commit."""
     env = clean_env(GIT_CONFIG_NOSYSTEM="1", GIT_CONFIG_GLOBAL=os.devnull, **SCRATCH_ENV)
     for args in (["init", "-q", "-b", "main"], ["add", "-A", "-f"],
-                 ["commit", "-q", "--no-gpg-sign", "--no-verify", "-m", message]):
+                 ["commit", "-q", "--allow-empty", "--no-gpg-sign", "--no-verify", "-m", message]):
         proc = run_git(work, *args, env=env)
         if proc.returncode:
             raise UserError(f"cannot build the scratch repository: git {args[0]}: {one_line(proc.stderr)}")

@@ -1,0 +1,82 @@
+"""Remembered rewrites (engines/remembered.py) give what the transformation
+gives: on every inline case and every fixture of the catalogue, the result
+(or the error) with the cache off, on a miss and on a hit is the same, and a
+hit runs no libcst at all. A damaged entry is computed again; a change to the
+fix's code is a miss."""
+import json
+import sys
+import types
+
+import pytest
+
+from fixmono.engines import python as engine
+from fixmono.engines.remembered import fingerprint
+from fixmono.model.errors import NotApplicable, TargetSyntaxError, TransformFailed
+from fixmono.model.registry import discover
+from fixmono.testing import change_for, fixture_changes
+
+ERRORS = (NotApplicable, TargetSyntaxError, TransformFailed)
+INPUTS = [(f"{fix.id}: case {case.name}", change_for(fix, case), case.before) for fix in discover()
+          for case in fix.cases] + \
+         [(f"{fix.id}: fixture of {change.path}", change, fix.fixture_text(change)) for fix, change in fixture_changes()]
+PYTHON = [item for item in INPUTS if item[1].transform.engine == "python"]
+
+
+def outcome(change, text):
+    try:
+        return change.transform.rewrite(text)
+    except ERRORS as err:
+        return (type(err).__name__, str(err))
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("FIXMONO_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("FIXMONO_REWRITE_CACHE", raising=False)
+    return tmp_path / "cache" / "rewrites"
+
+
+def test_the_catalogue_has_python_inputs_to_check():
+    assert len(PYTHON) > 40, len(PYTHON)
+
+
+@pytest.mark.parametrize("name, change, text", PYTHON, ids=[item[0] for item in PYTHON])
+def test_off_miss_and_hit_agree(cache, monkeypatch, name, change, text):
+    monkeypatch.setenv("FIXMONO_REWRITE_CACHE", "off")
+    plain = outcome(change, text)
+    monkeypatch.delenv("FIXMONO_REWRITE_CACHE")
+    miss = outcome(change, text)
+    assert len(list(cache.rglob("*.json"))) == 1
+    monkeypatch.setattr(engine.PythonTransform, "_rewrite", lambda self, source: pytest.fail("a hit parsed again"))
+    hit = outcome(change, text)
+    assert plain == miss == hit
+
+
+def test_a_damaged_entry_is_computed_again(cache):
+    name, change, text = next(item for item in PYTHON if "case" in item[0])
+    first = outcome(change, text)
+    (entry,) = cache.rglob("*.json")
+    data = json.loads(entry.read_text())
+    if "source" in data:
+        data["source"] = "import os  # not what the transformation gives\n"
+    else:
+        data["message"] = "not what the transformation said"
+        data["error"] = "NoSuchError"
+    entry.write_text(json.dumps(data))
+    assert outcome(change, text) == first
+
+
+def test_changed_code_is_another_key(tmp_path, monkeypatch):
+    folder = tmp_path / "pkg"
+    folder.mkdir()
+    (folder / "transform.py").write_text("X = 1\n")
+    module = types.ModuleType("fixmono_test_pkg.transform")
+    module.__file__ = str(folder / "transform.py")
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    before = fingerprint(module.__name__, engine.__file__, "1.0")
+    fingerprint.cache_clear()
+    (folder / "helpers.py").write_text("Y = 2\n")  # a helper beside the transformation counts too
+    assert fingerprint(module.__name__, engine.__file__, "1.0") != before
+    fingerprint.cache_clear()
+    assert fingerprint(module.__name__, engine.__file__, "1.1") != fingerprint(module.__name__, engine.__file__, "1.0")
+    fingerprint.cache_clear()

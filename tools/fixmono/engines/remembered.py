@@ -1,0 +1,93 @@
+"""Rewrites remembered across runs. A transformation's result on a text is a
+function of the text and of the transformation's code, so it is kept on disk
+under (sha256 of the text, fingerprint of the code: every source file of the
+fix's folder, the engine's own, and the parser's version). make_patch,
+drift_matrix over wheels and over git history, status and patch-env share it:
+a file seen once (a wheel's, a blob at one commit) is never parsed again for
+the same fix. Almost all of a warm run's time was libcst parsing, visiting
+and printing whole modules (tools/bench_speed.py measures it).
+
+An entry holds the sha256 of the text it gives; one that does not match, or
+cannot be read, is computed again. FIXMONO_REWRITE_CACHE=off turns the cache
+off (the benchmark's baseline and the equivalence test's)."""
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Callable
+
+from fixmono.model.errors import NotApplicable, TargetSyntaxError, TransformFailed
+from fixmono.model.fix import Rewrite
+from fixmono.sources.upstream import cache_dir
+
+FORMAT = 1
+ERRORS = {cls.__name__: cls for cls in (NotApplicable, TargetSyntaxError, TransformFailed)}
+
+
+@functools.lru_cache(maxsize=None)
+def fingerprint(module: str | None, engine_file: str, parser_version: str) -> str | None:
+    """The code a transformation defined in `module` runs: every .py of its
+    folder (a fix's helpers live beside its transform.py), the engine file and
+    the parser's version; None (not remembered) where its module is not a file."""
+    where = getattr(sys.modules.get(module or ""), "__file__", None)
+    if not where:
+        return None
+    digest = hashlib.sha256(f"{FORMAT}\0{parser_version}\0".encode())
+    folder = Path(where).parent
+    for path in sorted(folder.glob("*.py")) + [Path(engine_file)]:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def enabled() -> bool:
+    return os.environ.get("FIXMONO_REWRITE_CACHE", "").lower() not in ("off", "0", "no")
+
+
+def remembered(code: str | None, source: str, compute: Callable[[str], Rewrite]) -> Rewrite:
+    """compute(source), or what it gave before for the same code and text
+    (its exceptions too: a text that does not parse does not parse next time)."""
+    if code is None or not enabled():
+        return compute(source)
+    key = hashlib.sha256(f"{code}\0".encode() + source.encode("utf-8", "surrogatepass")).hexdigest()
+    entry = cache_dir() / "rewrites" / key[:2] / f"{key}.json"
+    found = load(entry)
+    if found is not None:
+        return found
+    try:
+        result = compute(source)
+    except tuple(ERRORS.values()) as err:
+        save(entry, {"error": type(err).__name__, "message": str(err)})
+        raise
+    save(entry, {"source": result.source, "sha256": hashlib.sha256(result.source.encode("utf-8",
+                                                                                        "surrogatepass")).hexdigest(),
+                 "changed": result.changed, "present": result.present, "added": list(result.added),
+                 "already": list(result.already)})
+    return result
+
+
+def load(entry: Path) -> Rewrite | None:
+    try:
+        data = json.loads(entry.read_text(encoding="utf-8"))
+        if "error" in data:
+            raise ERRORS[data["error"]](data["message"])
+        if hashlib.sha256(data["source"].encode("utf-8", "surrogatepass")).hexdigest() != data["sha256"]:
+            return None
+        return Rewrite(data["source"], data["changed"], data["present"], tuple(data["added"]),
+                       tuple(data["already"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def save(entry: Path, data: dict) -> None:
+    """Written whole or not at all; a cache that cannot be written is no error."""
+    try:
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        tmp = entry.with_name(f".{entry.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data), encoding="utf-8")
+        tmp.replace(entry)
+    except OSError:
+        pass
