@@ -189,7 +189,11 @@ def nginx(root: Path, ranges: bool = True, timeout: float = 30.0):
     for sub in ("client", "proxy", "fastcgi", "uwsgi", "scgi"):
         (work / sub).mkdir()
     port = free_port()
+    # as root nginx hands its temporary folders to `nobody`; in a sandbox's user namespace that
+    # uid may not exist: keep them the running user's
+    user = "user root root;" if os.getuid() == 0 else ""
     (work / "nginx.conf").write_text(f"""
+{user}
 worker_processes 1;
 pid {work}/nginx.pid;
 error_log {work}/error.log;
