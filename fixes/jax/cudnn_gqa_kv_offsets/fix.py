@@ -61,5 +61,6 @@ silently. Multiply the kv offsets by the key's head count.""",
     cases=CASES,
     hotfix=HotFix(apply=hotfix.enable, remove=hotfix.disable, trigger="jax._src.cudnn.fused_attention_stablehlo"),
     reproduce=lazy(f"{__package__}.repro:reproduce"),
+    repro_needs="cpu",
     validate=lazy(f"{__package__}.validate:check"),
 )

@@ -94,5 +94,6 @@ plugin first.""",
     cases=CASES,
     hotfix=HotFix(apply=hotfix.enable, remove=hotfix.disable, trigger="jaxlib.plugin_support"),
     reproduce=lazy(f"{__package__}.repro:reproduce"),
+    repro_needs="cpu",
     validate=lazy(f"{__package__}.validate:check"),
 )

@@ -77,5 +77,6 @@ check (isInputCompliesAddmmCudaLt) still decide the Lt path.""",
     cases=CASES,
     hotfix=HotFix(apply=hotfix.enable, remove=hotfix.disable, trigger="torch"),
     reproduce=lazy(f"{__package__}.repro:reproduce"),
+    repro_needs="cuda",
     validate=lazy(f"{__package__}.validate:check"),
 )

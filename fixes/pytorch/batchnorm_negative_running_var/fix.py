@@ -100,5 +100,6 @@ what the fuser is tested on, are unchanged.""",
     cases=CASES,
     hotfix=HotFix(apply=hotfix.enable, remove=hotfix.disable, trigger="torch"),
     reproduce=lazy(f"{__package__}.repro:reproduce"),
+    repro_needs="rocm",
     validate=lazy(f"{__package__}.validate:check"),
 )

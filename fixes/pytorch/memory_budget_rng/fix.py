@@ -90,5 +90,6 @@ value downstream of each random op and the budget governs everything else.""",
     cases=CASES,
     hotfix=HotFix(apply=hotfix.enable, remove=hotfix.disable, trigger="torch"),
     reproduce=lazy(f"{__package__}.repro:reproduce"),
+    repro_needs="cpu",
     validate=lazy(f"{__package__}.validate:check"),
 )

@@ -82,5 +82,6 @@ overrideable case already does.""",
     cases=CASES,
     hotfix=HotFix(apply=hotfix.enable, remove=hotfix.disable, trigger="torch"),
     reproduce=lazy(f"{__package__}.repro:reproduce"),
+    repro_needs="cuda",
     validate=lazy(f"{__package__}.validate:check"),
 )

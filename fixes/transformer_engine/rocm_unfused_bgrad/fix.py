@@ -104,5 +104,6 @@ the delay_wgrad_compute tests compare equal bitwise. CUDA is unchanged.""",
     cases=CASES,
     hotfix=HotFix(apply=hotfix.enable, remove=hotfix.disable, trigger="transformer_engine.pytorch"),
     reproduce=lazy(f"{__package__}.repro:reproduce"),
+    repro_needs="rocm",
     validate=lazy(f"{__package__}.validate:check"),
 )

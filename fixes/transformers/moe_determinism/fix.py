@@ -94,5 +94,6 @@ use_reentrant=False.""",
     cases=CASES,
     hotfix=HotFix(apply=_apply, remove=_remove, trigger="transformers.modeling_utils"),
     reproduce=lazy(f"{__package__}.repro:reproduce"),
+    repro_needs="cpu",
     validate=lazy(f"{__package__}.validate:check"),
 )

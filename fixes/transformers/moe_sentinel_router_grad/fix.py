@@ -80,5 +80,6 @@ multiply the expert outputs, as transformers 5.18 does.""",
     cases=CASES,
     hotfix=HotFix(apply=hotfix.enable, remove=hotfix.disable, trigger="transformers.integrations.moe"),
     reproduce=lazy(f"{__package__}.repro:reproduce"),
+    repro_needs="cpu",
     validate=lazy(f"{__package__}.validate:check"),
 )

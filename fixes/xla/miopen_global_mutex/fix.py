@@ -154,5 +154,6 @@ fails.""",
     # is a call, mitigation.warm_up_one_device_at_a_time (see README.md).
     hotfix=None,
     reproduce=lazy(f"{__package__}.repro:reproduce"),
+    repro_needs="rocm",
     validate=lazy(f"{__package__}.validate:check"),
 )

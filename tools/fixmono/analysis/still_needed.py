@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 
+from fixmono.analysis.processes import bounded
 from fixmono.model.fix import Fix
 from fixmono.runtime.child import child_env, module_command
 
@@ -32,16 +33,17 @@ def classify(exit_code: int, report: dict | None) -> tuple[str, str]:
     return CANNOT_RUN, f"reproducer failed (exit {exit_code})"
 
 
-def check(fix: Fix, timeout: float, python: str | None = None) -> dict:
+def check(fix: Fix, timeout: float, python: str | None = None, before: tuple[str, ...] = ()) -> dict:
     """The fix's reproducer under `python` (default: this interpreter), which
-    imports this fixmono from where it is."""
+    imports this fixmono from where it is, and first what the folders `before`
+    hold (drift --run: one release's environment). Killed with all it
+    started on timeout or Ctrl-C (processes.bounded)."""
     module = f"{fix.package}.repro"
     try:
-        proc = subprocess.run(module_command("fixmono.runtime.run_repro", module, "--json", python=python),
-                              env=child_env(), capture_output=True, text=True, encoding="utf-8", errors="replace",
-                              timeout=timeout)
+        proc = bounded(module_command("fixmono.runtime.run_repro", module, "--json", python=python),
+                       env=child_env(before=before), timeout=timeout)
     except subprocess.TimeoutExpired:
-        return {"fix": fix.id, "status": CANNOT_RUN, "detail": f"reproducer ran past {timeout:.0f} s"}
+        return {"fix": fix.id, "status": CANNOT_RUN, "detail": f"reproducer ran past {timeout:g} s"}
     start = proc.stdout.find("{")
     try:
         report = json.loads(proc.stdout[start:]) if start >= 0 else None

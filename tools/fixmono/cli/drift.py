@@ -1,7 +1,9 @@
 """`tools/drift_matrix`: the fixes over published versions (wheels), or one
-fix over a repository's history (--git). A markdown table and a summary;
-exit 0 unless make_patch failed somewhere, 2 on bad input (every argument
-checked before any download or walk)."""
+fix over a repository's history (--git); with --run, each CPU reproducer
+also run against each release (analysis/behaviour.py). A markdown table and
+a summary; exit 0 unless make_patch failed somewhere or a reproducer
+disagrees with it, 2 on bad input (every argument checked before any
+download or walk)."""
 from __future__ import annotations
 
 import argparse
@@ -10,8 +12,9 @@ import sys
 from pathlib import Path
 
 import fixmono
-from fixmono.analysis import history
+from fixmono.analysis import behaviour, history
 from fixmono.analysis.drift import RANGES, chosen_fixes, markdown, matrix, parse_versions, published_versions
+from fixmono.analysis.envs import Base
 from fixmono.cli.early import exit_quietly
 from fixmono.cli.files import check_report_path, write_report
 from fixmono.cli.guard import ArgumentParser, os_error_as_user_error, run_command
@@ -34,6 +37,18 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--full-wheel", action="store_true",
                    help="download each wheel whole and check its sha256 (default: the target files by range requests)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    behaviour_args = p.add_argument_group("run the bug on each release (behavioural matrix)")
+    behaviour_args.add_argument("--run", action="store_true",
+                                help="also run each CPU reproducer against each release, in that release's environment")
+    behaviour_args.add_argument("--jobs", type=int, default=1, metavar="N", help="reproducers at a time (default 1)")
+    behaviour_args.add_argument("--timeout", type=float, default=600.0, metavar="S",
+                                help="seconds per reproducer (default 600)")
+    behaviour_args.add_argument("--python", metavar="PATH",
+                                help="the interpreter the reproducers run under, beside each release (default: this one)")
+    behaviour_args.add_argument("--pip-arg", action="append", default=[], metavar="ARG",
+                                help="passed to pip when an environment is built, e.g. --pip-arg=--index-url=URL")
+    behaviour_args.add_argument("--discard-envs", action="store_true",
+                                help="remove each release's environment once its runs are over (default: cached)")
     history_args = p.add_argument_group("over git history instead of wheels")
     history_args.add_argument("--git", type=Path, metavar="CHECKOUT", help="a checkout or bare mirror (one --fix)")
     history_args.add_argument("--range", dest="rev_range", metavar="A..B", help="commits in A..B (default: all to BASE)")
@@ -54,23 +69,51 @@ def progress_printer():
     return (lambda m: print(f"  {m}", file=sys.stderr)) if sys.stderr.isatty() else (lambda m: None)
 
 
+def behaviour_base(args: argparse.Namespace) -> Base | None:
+    """--run's arguments checked, and its interpreter probed, before any wheel is read."""
+    if not args.run:
+        for flag, given in (("--jobs", args.jobs != 1), ("--timeout", args.timeout != 600.0),
+                            ("--python", args.python), ("--pip-arg", args.pip_arg),
+                            ("--discard-envs", args.discard_envs)):
+            if given:
+                raise UserError(f"{flag} is for --run")
+        return None
+    if args.jobs < 1:
+        raise UserError(f"--jobs {args.jobs}: must be 1 or more")
+    if not args.timeout > 0:
+        raise UserError(f"--timeout {args.timeout:g}: must be more than 0")
+    return Base.of(args.python or sys.executable)
+
+
 def over_wheels(args: argparse.Namespace) -> tuple[dict, int]:
     try:
         fixes = chosen_fixes(args.fix, discover())
         chosen = parse_versions(args.versions, fixes)
         if args.out:
             check_report_path(args.out)
+        base = behaviour_base(args)
         versions = {project: chosen.get(project) or published_versions(PROJECTS[project].dist, RANGES[project])
                     for project in sorted({f.upstream for f in fixes}) if project in RANGES}
         rows = matrix(fixes, versions, args.patches, progress_printer(), args.full_wheel)
+        if base is not None:
+            here, elsewhere = behaviour.runnable(fixes)
+            runs = behaviour.run_matrix({f.id: rows[f.id] for f in here if f.id in rows}, here, base, args.jobs,
+                                        args.timeout, args.pip_arg, progress_printer(), args.discard_envs)
     except OSError as err:  # e.g. the wheel cache unwritable: not a bug here
         raise os_error_as_user_error(err) from None
     report = markdown(rows)
+    payload = {"matrix": {fix_id: [dataclasses.asdict(c) for c in cells] for fix_id, cells in rows.items()}}
+    failed = any(c.status == "failed" for cells in rows.values() for c in cells)
+    if base is not None:
+        report += "\n" + behaviour.markdown(runs, elsewhere)
+        payload["runs"] = {fix_id: [dataclasses.asdict(r) for r in rs] for fix_id, rs in runs.items()}
+        payload["not_run"] = elsewhere
+        payload["python"] = base.python
+        failed = failed or any(r.finding for rs in runs.values() for r in rs)
     if args.out:  # before the output: the report of a minutes-long run is kept even if stdout went away
         write_report(args.out, report)
-    payload = {"matrix": {fix_id: [dataclasses.asdict(c) for c in cells] for fix_id, cells in rows.items()},
-               "markdown": report}
-    return payload, 1 if any(c.status == "failed" for cells in rows.values() for c in cells) else 0
+    payload["markdown"] = report
+    return payload, 1 if failed else 0
 
 
 def over_history(args: argparse.Namespace) -> tuple[dict, int]:
@@ -83,6 +126,8 @@ def over_history(args: argparse.Namespace) -> tuple[dict, int]:
         raise UserError(f"unknown fix id: {args.fix[0]} (known: {', '.join(f.id for f in fixes)})")
     if args.versions:
         raise UserError("--versions is for wheels; with --git use --range/--since/--tips")
+    if args.run:
+        raise UserError("--run is for published releases (wheels), not --git history")
     if args.sample is not None and args.sample < 1:
         raise UserError(f"--sample {args.sample}: must be 1 or more")
     for flag, path in (("--out", args.out), ("--csv", args.csv), ("--png", args.png)):

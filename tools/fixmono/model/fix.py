@@ -211,6 +211,10 @@ class Fix:
     # problem (one line) or None. It runs no more of the upstream's code than
     # it says (e.g. one patched function, against a double).
     validate: Callable[[Mapping[str, str], Mapping[str, str]], str | None] | None = None
+    # The backend the reproducer needs to show the mechanism ("cpu", "cuda",
+    # "rocm"; "" when there is none): the behavioural matrix (drift --run)
+    # runs on this machine only the fixes whose reproducer needs "cpu".
+    repro_needs: str = ""
     package: str = ""  # filled in by discovery: fixmono.fixes.<upstream>.<name>
 
     def __post_init__(self) -> None:
@@ -221,6 +225,8 @@ class Fix:
             problems.append(f"Last-Update {self.dep3.last_update!r} is not YYYY-MM-DD")
         if unknown := set(self.backends) - set(BACKENDS):
             problems.append(f"unknown backends {sorted(unknown)}")
+        if self.repro_needs and (self.repro_needs not in BACKENDS or self.reproduce is None):
+            problems.append(f"repro_needs {self.repro_needs!r}: one of {BACKENDS}, with a reproducer")
         if not self.changes:
             problems.append("declares no file changes")
         paths = [c.path for c in self.changes]

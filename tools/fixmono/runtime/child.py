@@ -12,11 +12,14 @@ import fixmono
 PACKAGE_PARENT = str(Path(fixmono.__file__).absolute().parent.parent)
 
 
-def child_env(env: dict | None = None) -> dict[str, str]:
-    """`env` (default: this process's) with this package's folder first on PYTHONPATH."""
+def child_env(env: dict | None = None, before: tuple[str, ...] = ()) -> dict[str, str]:
+    """`env` (default: this process's) with this package's folder first on
+    PYTHONPATH, after the folders `before` (a release installed for one run,
+    which must shadow what fixmono's own site-packages holds)."""
     env = dict(os.environ if env is None else env)
-    rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != PACKAGE_PARENT]
-    env["PYTHONPATH"] = os.pathsep.join([PACKAGE_PARENT, *rest])
+    first = [*before, PACKAGE_PARENT]
+    rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p not in first]
+    env["PYTHONPATH"] = os.pathsep.join([*first, *rest])
     return env
 
 

@@ -1,0 +1,322 @@
+"""The behavioural matrix's parts, without the network: per-release
+environments (analysis/envs.py) built by pip from wheels made here and
+served as find-links, processes that are always stopped
+(analysis/processes.py), how a reproducer's verdict is set against
+make_patch's status (analysis/behaviour.py), and drift_matrix --run's
+argument checks. The real releases: test_behaviour_wheels.py."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from fixmono.analysis import behaviour, envs, processes
+from fixmono.analysis.drift import Cell
+from fixmono.analysis.envs import Base, EnvironmentFailed, environment
+from fixmono.model.registry import discover
+from fixmono.runtime.child import child_env
+from fixmono.testing import write_wheel
+
+BASE = Base.of(sys.executable)
+
+
+def module(name: str) -> dict[str, str]:
+    return {f"{name}/__init__.py": f"NAME = {name!r}\n"}
+
+
+@pytest.fixture
+def index(tmp_path, monkeypatch) -> list[str]:
+    """pip arguments for a find-links folder of wheels made here, and a cache of this test's own."""
+    monkeypatch.setenv("FIXMONO_CACHE", str(tmp_path / "cache"))
+    links = tmp_path / "links"
+    wheels = [
+        ("fakeup", "1.0", ()),
+        ("fakeup", "2.0", ("fakedep>=2", "iniconfig<1", "packaging>=1", "fakewin; sys_platform == 'win32'",
+                           "fakeextra; extra == 'x'")),
+        ("fakedep", "1.0", ()),
+        ("fakedep", "2.0", ("fakedeeper==3.0",)),
+        ("fakedeeper", "3.0", ()),
+        ("iniconfig", "0.1", ()),  # older than the base's: the folder's must shadow it
+        ("fakebad", "1.0", ("fakedep>=2", "fakepin==1.0")),
+        ("fakepin", "1.0", ("fakedep<2",)),
+        ("fakewin", "1.0", ()),
+        ("fakeextra", "1.0", ()),
+        ("fakenamespace", "1.0", ("fakenamespace-b",)),
+        ("fakenamespace_b", "1.0", ()),  # a wheel file names it with "_"; the requirement above with "-"
+    ]
+    for name, version, requires in wheels:
+        files = module(name.replace("-", "_"))
+        if name.startswith("fakenamespace"):  # two distributions sharing the folder `sharedns`
+            files = {f"sharedns/{name.replace('-', '_')}.py": "X = 1\n"}
+        write_wheel(links, name, version, files, requires=requires)
+    return ["--no-index", "--find-links", str(links)]
+
+
+def installed(folder: Path) -> dict[str, str]:
+    return json.loads((folder / "env.json").read_text())["installed"]
+
+
+def test_release_alone_when_the_base_satisfies_it(index):
+    folder = environment(BASE, "fakeup", "1.0", index)
+    assert installed(folder) == {"fakeup": "1.0"}
+    assert (folder / "fakeup" / "__init__.py").is_file()
+
+
+def test_requirements_round_by_round_only_what_the_base_lacks(index):
+    folder = environment(BASE, "fakeup", "2.0", index)
+    # fakedep>=2 and its fakedeeper==3.0 (second round); iniconfig<1 though the base has a newer one;
+    # not packaging (the base's satisfies it), not a win32-only nor an extra's requirement
+    assert installed(folder) == {"fakeup": "2.0", "fakedep": "2.0", "fakedeeper": "3.0", "iniconfig": "0.1"}
+    found = subprocess.run([sys.executable, "-c", "import iniconfig, importlib.metadata as m; "
+                            "print(m.version('iniconfig'), iniconfig.__file__)"],
+                           capture_output=True, text=True, env=child_env(before=(str(folder),)), check=True)
+    version, where = found.stdout.split()
+    assert version == "0.1" and where.startswith(str(folder))
+
+
+def test_namespace_folders_of_two_rounds_are_merged(index):
+    folder = environment(BASE, "fakenamespace", "1.0", index)
+    assert sorted(p.name for p in (folder / "sharedns").iterdir()) == ["fakenamespace.py", "fakenamespace_b.py"]
+
+
+def test_conflicting_requirements_are_refused(index):
+    with pytest.raises(EnvironmentFailed, match="fakedep<2 conflicts with fakedep 2.0"):
+        environment(BASE, "fakebad", "1.0", index)
+    assert not list((Path(os.environ["FIXMONO_CACHE"]) / "envs" / BASE.key).glob("*fakebad*/"))
+
+
+def test_a_missing_release_is_pips_reason_and_leaves_nothing(index):
+    with pytest.raises(EnvironmentFailed, match=r"pip install fakeup==9\.0: .*(No matching distribution|Could not find)"):
+        environment(BASE, "fakeup", "9.0", index)
+    root = Path(os.environ["FIXMONO_CACHE"]) / "envs" / BASE.key
+    assert [p.name for p in root.iterdir() if not p.name.endswith(".lock")] == []
+
+
+def test_a_built_environment_is_reused_without_pip(index, monkeypatch):
+    folder = environment(BASE, "fakeup", "2.0", index)
+    monkeypatch.setattr(envs, "pip_install", lambda *a: pytest.fail("pip ran for a cached environment"))
+    assert environment(BASE, "fakeup", "2.0", index) == folder
+
+
+def test_what_a_killed_build_left_is_replaced(index):
+    root = Path(os.environ["FIXMONO_CACHE"]) / "envs" / BASE.key
+    (root / ".building-fakeup-2.0-4242" / "half").mkdir(parents=True)
+    (root / "fakeup-2.0" / "fakeup").mkdir(parents=True)  # a folder without its record is not an environment
+    folder = environment(BASE, "fakeup", "2.0", index)
+    assert installed(folder)["fakeup"] == "2.0" and not list(root.glob(".building-*"))
+
+
+def test_discard_removes_an_environment_and_the_next_build_makes_it_again(index):
+    folder = environment(BASE, "fakeup", "1.0", index)
+    envs.discard(BASE, "fakeup", "1.0")
+    assert not folder.exists()
+    assert installed(environment(BASE, "fakeup", "1.0", index)) == {"fakeup": "1.0"}
+
+
+def test_discard_envs_waits_for_the_last_run_of_a_release(monkeypatch):
+    """Two fixes on the same transformers releases: each environment goes once, after both runs."""
+    fixes = [f for f in discover() if f.upstream == "transformers" and f.repro_needs == "cpu"]
+    assert len(fixes) >= 2
+    events = []
+    monkeypatch.setattr(behaviour, "run_one", lambda fix, version, *a: events.append(("ran", fix.id, version)) or
+                        behaviour.Run(version, "applied", "reproduced", "", "", 0.0))
+    monkeypatch.setattr(behaviour, "discard", lambda base, dist, version: events.append(("discard", dist, version)))
+    statics = {f.id: [Cell("1.0", "applied", "", "n/a"), Cell("2.0", "applied", "", "n/a")] for f in fixes}
+    behaviour.run_matrix(statics, fixes, BASE, 3, 60, [], discard_envs=True)
+    for version in ("1.0", "2.0"):
+        ran = [i for i, e in enumerate(events) if e[0] == "ran" and e[2] == version]
+        (gone,) = [i for i, e in enumerate(events) if e == ("discard", "transformers", version)]
+        assert len(ran) == len(fixes) and gone > max(ran)
+    events.clear()
+    behaviour.run_matrix(statics, fixes, BASE, 3, 60, [])
+    assert not [e for e in events if e[0] == "discard"]
+
+
+def test_the_cache_key_follows_the_base():
+    other = Base(BASE.python, BASE.version, BASE.markers, {**BASE.installed, "iniconfig": "0.0.1"})
+    assert other.key != BASE.key
+    assert Base(BASE.python, BASE.version, BASE.markers, dict(BASE.installed)).key == BASE.key
+
+
+def test_not_a_python_is_one_user_error(tmp_path):
+    from fixmono.model.errors import UserError
+
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\necho nope >&2\nexit 3\n")
+    fake.chmod(0o755)
+    with pytest.raises(UserError, match="not a Python"):
+        Base.of(str(fake))
+    with pytest.raises(UserError, match="cannot run it"):
+        Base.of(str(tmp_path / "missing"))
+
+
+@pytest.mark.parametrize("static,verdict,flagged", [
+    ("applied", "reproduced", False), ("applied", "not-reproduced", True), ("applied", "cannot-run-here", False),
+    ("already-applied", "reproduced", True), ("already-applied", "not-reproduced", False),
+    ("already-applied", "cannot-run-here", False), ("not-applicable", "reproduced", True),
+    ("not-applicable", "not-reproduced", False), ("failed", "reproduced", False), ("failed", "not-reproduced", False),
+])
+def test_every_pair_of_static_status_and_verdict(static, verdict, flagged):
+    assert bool(behaviour.finding(static, verdict)) == flagged
+
+
+def test_same_release_ignores_local_builds():
+    assert behaviour.same_release("2.13.0+cpu", "2.13.0")
+    assert not behaviour.same_release("2.13.0+cpu", "2.13.1")
+    assert not behaviour.same_release(None, "2.13.0")
+
+
+def test_only_cpu_reproducers_run_here():
+    here, elsewhere = behaviour.runnable(discover())
+    assert {f.id for f in here} == {f.id for f in discover() if f.repro_needs == "cpu"}
+    assert len(here) >= 5
+    assert all("needs" in why for why in elsewhere.values()) and set(elsewhere).isdisjoint(f.id for f in here)
+
+
+def alive(marker: str) -> list[int]:
+    """pids of processes whose command line holds `marker`."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                if marker in (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"):
+                    found.append(int(proc.name))
+            except OSError:
+                continue
+    return found
+
+
+def with_environ(marker: str) -> list[int]:
+    """pids of processes whose environment holds `marker`."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit() and int(proc.name) != os.getpid():
+            try:
+                if marker.encode() in (proc / "environ").read_bytes():
+                    found.append(int(proc.name))
+            except OSError:
+                continue
+    return found
+
+
+def sentinel_fix():
+    return next(f for f in discover() if f.id == "transformers-moe-sentinel-router-grad")
+
+
+BASE_TRANSFORMERS = BASE.installed.get("transformers")
+
+
+@pytest.mark.skipif(BASE_TRANSFORMERS is None, reason="needs transformers in this environment")
+def test_a_release_the_base_has_runs_there_and_a_disagreement_is_flagged(tmp_path, monkeypatch):
+    """The base's own transformers (5.23.0 in .venv: fixed upstream) needs no environment; told that
+    make_patch found the bug's code there, the run flags the disagreement."""
+    monkeypatch.setenv("FIXMONO_CACHE", str(tmp_path))
+    progress = []
+    agreed = behaviour.run_one(sentinel_fix(), BASE_TRANSFORMERS, "already-applied", BASE, 300, [], progress.append)
+    assert (agreed.verdict, agreed.finding) == ("not-reproduced", ""), agreed
+    assert BASE_TRANSFORMERS in agreed.detail and not (tmp_path / "envs").exists()
+    flagged = behaviour.run_one(sentinel_fix(), BASE_TRANSFORMERS, "applied", BASE, 300, [], progress.append)
+    assert flagged.verdict == "not-reproduced" and "does not reproduce" in flagged.finding
+
+
+@pytest.mark.skipif(BASE_TRANSFORMERS is None, reason="needs transformers in this environment")
+def test_a_reproducer_past_its_time_is_killed_and_cannot_run_here(monkeypatch):
+    marker = f"FIXMONO_TEST_MARK={time.time_ns()}"
+    monkeypatch.setenv(*marker.split("="))
+    run = behaviour.run_one(sentinel_fix(), BASE_TRANSFORMERS, "already-applied", BASE, 0.3, [], lambda m: None)
+    assert (run.verdict, run.finding) == ("cannot-run-here", "") and "ran past" in run.detail
+    time.sleep(0.2)
+    assert with_environ(marker) == []
+
+
+def test_a_timeout_kills_the_whole_group():
+    marker = f"{time.time_ns()}"
+    with pytest.raises(subprocess.TimeoutExpired):
+        processes.bounded(["sh", "-c", f"sleep 1000{marker} 2>/dev/null & sleep 1000.{marker}"], timeout=1)
+    time.sleep(0.2)
+    assert alive(marker) == []
+
+
+def test_stop_all_kills_the_live_and_refuses_new_ones():
+    marker = f"{time.time_ns()}"
+    results = []
+    worker = threading.Thread(target=lambda: results.append(processes.bounded(["sleep", f"100.{marker}"], timeout=60)))
+    worker.start()
+    for _ in range(100):
+        if alive(marker):
+            break
+        time.sleep(0.05)
+    try:
+        assert processes.stop_all() == 1
+        worker.join(10)
+        assert results[0].returncode == -signal.SIGKILL and alive(marker) == []
+        with pytest.raises(processes.Stopped):
+            processes.bounded(["true"], timeout=5)
+    finally:
+        processes.resume()
+    assert processes.bounded(["true"], timeout=5).returncode == 0
+
+
+def test_ctrl_c_while_pip_builds_leaves_no_pip_and_no_half_environment(tmp_path):
+    """pip waits on a find-links server that never answers; SIGINT to the run."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)  # connections queue, nothing is ever answered
+    url = f"http://127.0.0.1:{server.getsockname()[1]}/links/"
+    cache = tmp_path / "cache"
+    script = textwrap.dedent(f"""
+        import os, sys
+        from fixmono.analysis import behaviour, envs
+        from fixmono.analysis.drift import Cell
+        base = envs.Base.of(sys.executable)
+        from fixmono.model.registry import discover
+        fix = next(f for f in discover() if f.id == "transformers-moe-sentinel-router-grad")
+        cell = Cell("5.8.0", "applied", "", "n/a")
+        behaviour.run_matrix({{fix.id: [cell]}}, [fix], base, 2, 60,
+                             ["--no-index", "--find-links", os.environ["LINKS"]])
+    """)  # the URL only in pip's command line: what alive() looks for
+    env = child_env({**os.environ, "FIXMONO_CACHE": str(cache), "LINKS": url})
+    proc = subprocess.Popen([sys.executable, "-c", script], env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not alive(url) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert alive(url), "pip never started"
+        assert list(cache.glob("envs/*/.building-*"))
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+        server.close()
+    assert "KeyboardInterrupt" in err and proc.returncode != 0
+    time.sleep(0.2)
+    assert alive(url) == []
+    leftovers = [p.name for p in cache.glob("envs/*/*") if not p.name.endswith(".lock")]
+    assert leftovers == []
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--run", "--jobs", "0"], "--jobs 0: must be 1 or more"),
+    (["--run", "--timeout", "0"], "--timeout 0: must be more than 0"),
+    (["--jobs", "2"], "--jobs is for --run"),
+    (["--python", "/usr/bin/python3"], "--python is for --run"),
+    (["--pip-arg=--no-index"], "--pip-arg is for --run"),
+    (["--run", "--python", "/nonexistent/python"], "/nonexistent/python: cannot run it"),
+    (["--run", "--git", "."], "--run is for published releases"),
+])
+def test_bad_run_arguments_are_one_line_before_any_wheel(args, message, tmp_path):
+    fix = ["--fix", "transformers-moe-sentinel-router-grad"]
+    proc = subprocess.run([sys.executable, "-m", "fixmono.cli.drift", *fix, *args], capture_output=True, text=True,
+                          env=child_env({**os.environ, "FIXMONO_CACHE": str(tmp_path)}), timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1 and message in proc.stderr, proc.stderr
+    assert not (tmp_path / "wheels").exists() and not (tmp_path / "envs").exists()

@@ -1,0 +1,144 @@
+"""The behavioural matrix (drift --run): each fix whose reproducer shows the
+mechanism on a CPU, run against every release in its range, each in that
+release's own environment (envs.py), beside what make_patch reads in the
+same release's wheel. A disagreement between the two is a finding:
+
+- make_patch `applied` (the buggy code is there) but not reproduced: the
+  presence check misses a fix that upstream made in another form, or the
+  reproducer misses the bug;
+- `already-applied` or `not-applicable` but reproduced: the presence check
+  takes a release for fixed that is not.
+
+`cannot-run-here` (no wheel for this Python, pip's reason, a timeout) is
+never a finding and never counted as a verdict.
+"""
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import threading
+import time
+from dataclasses import dataclass
+
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+from fixmono.analysis import processes
+from fixmono.analysis.envs import Base, EnvironmentFailed, discard, environment
+from fixmono.analysis.still_needed import CANNOT_RUN, FIXED_UPSTREAM, STILL_NEEDED, check
+from fixmono.model.fix import Fix
+from fixmono.model.projects import PROJECTS
+
+REPRODUCED, NOT_REPRODUCED = "reproduced", "not-reproduced"
+VERDICTS = {STILL_NEEDED: REPRODUCED, FIXED_UPSTREAM: NOT_REPRODUCED, CANNOT_RUN: CANNOT_RUN}
+
+
+@dataclass
+class Run:
+    version: str
+    static: str  # make_patch's status on the release's files
+    verdict: str  # reproduced, not-reproduced, cannot-run-here
+    detail: str
+    finding: str  # "" when the two agree
+    seconds: float
+
+
+def runnable(fixes: list[Fix]) -> tuple[list[Fix], dict[str, str]]:
+    """(fixes run here, {fix id: why not} for the others)."""
+    here, elsewhere = [], {}
+    for fix in fixes:
+        if fix.repro_needs == "cpu":
+            here.append(fix)
+        else:
+            elsewhere[fix.id] = f"its reproducer needs {fix.repro_needs or 'a machine it does not name'}"
+    return here, elsewhere
+
+
+def finding(static: str, verdict: str) -> str:
+    if verdict == NOT_REPRODUCED and static == "applied":
+        return "make_patch finds the bug's code (applied), the reproducer does not reproduce the bug"
+    if verdict == REPRODUCED and static in ("already-applied", "not-applicable"):
+        return f"make_patch says {static}, the reproducer reproduces the bug"
+    return ""
+
+
+def same_release(installed: str | None, version: str) -> bool:
+    """The base has this release already (2.13.0+cpu is torch 2.13.0): no environment needed."""
+    return installed is not None and Version(installed).public == Version(version).public
+
+
+def run_one(fix: Fix, version: str, static: str, base: Base, timeout: float, pip_args: list[str],
+            progress) -> Run:
+    start = time.monotonic()
+    dist = PROJECTS[fix.upstream].dist
+    try:
+        before = () if same_release(base.installed.get(canonicalize_name(dist)), version) else \
+            (str(environment(base, dist, version, pip_args, progress)),)
+    except EnvironmentFailed as err:
+        return Run(version, static, CANNOT_RUN, f"no environment: {err}", "", time.monotonic() - start)
+    progress(f"{fix.id} @ {version}: running the reproducer")
+    result = check(fix, timeout, python=base.python, before=before)
+    verdict = VERDICTS[result["status"]]
+    return Run(version, static, verdict, result["detail"], finding(static, verdict), time.monotonic() - start)
+
+
+def run_matrix(statics: dict, fixes: list[Fix], base: Base, jobs: int, timeout: float, pip_args: list[str],
+               progress=lambda m: None, discard_envs: bool = False) -> dict[str, list[Run]]:
+    """Every (fix, version) of `statics` ({fix id: [drift.Cell]}), `jobs` at a
+    time; with `discard_envs`, a release's environment is removed once its
+    last run is over. Ctrl-C (or any error) stops every reproducer and pip it
+    started and waits for their clean-up before it propagates."""
+    by_id = {f.id: f for f in fixes}
+
+    def release(fix_id: str, version: str) -> tuple[str, str]:
+        return PROJECTS[by_id[fix_id].upstream].dist, version
+
+    left = collections.Counter(release(fix_id, c.version) for fix_id, cells in statics.items() for c in cells)
+    counting = threading.Lock()
+
+    def one(fix_id: str, c) -> Run:
+        try:
+            return run_one(by_id[fix_id], c.version, c.status, base, timeout, pip_args, progress)
+        finally:
+            with counting:
+                left[release(fix_id, c.version)] -= 1
+                last = left[release(fix_id, c.version)] == 0
+            if discard_envs and last:
+                discard(base, *release(fix_id, c.version))
+
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=jobs)
+    futures = {}
+    try:
+        for fix_id, cells in statics.items():
+            for c in cells:
+                futures[(fix_id, c.version)] = pool.submit(one, fix_id, c)
+        out = {fix_id: [futures[(fix_id, c.version)].result() for c in cells] for fix_id, cells in statics.items()}
+    except BaseException:
+        for future in futures.values():
+            future.cancel()
+        processes.stop_all()
+        pool.shutdown(wait=True)  # the workers remove what they were building
+        raise
+    pool.shutdown(wait=True)
+    return out
+
+
+def summary(runs: dict[str, list[Run]]) -> str:
+    every = [r for rs in runs.values() for r in rs]
+    count = {v: sum(r.verdict == v for r in every) for v in (REPRODUCED, NOT_REPRODUCED, CANNOT_RUN)}
+    findings = sum(bool(r.finding) for r in every)
+    return (f"reproducers: {len(every)} runs ({count[REPRODUCED]} reproduced, {count[NOT_REPRODUCED]} not-reproduced, "
+            f"{count[CANNOT_RUN]} cannot-run-here); {findings} disagreement(s) with make_patch")
+
+
+def markdown(runs: dict[str, list[Run]], elsewhere: dict[str, str]) -> str:
+    out = []
+    for fix_id, rs in runs.items():
+        out += [f"### {fix_id} (reproducer run on each release)", "",
+                "| version | make_patch (read) | reproducer (ran) | s | finding / detail |", "|---|---|---|---|---|"]
+        for r in rs:
+            note = f"**{r.finding}**: {r.detail}" if r.finding else r.detail
+            out.append(f"| {r.version} | {r.static} | {r.verdict} | {r.seconds:.1f} | {note.replace('|', '/')} |")
+        out.append("")
+    out += [f"- {fix_id}: not run here, {why}" for fix_id, why in elsewhere.items()]
+    return "\n".join(out + ([""] if elsewhere else []) + [summary(runs)]) + "\n"

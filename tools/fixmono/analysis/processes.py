@@ -1,0 +1,63 @@
+"""Child processes that can always be stopped: each in its own session (a
+process group with everything it starts), killed as a group on timeout, and
+all of them by stop_all() when the run is interrupted (worker threads never
+see Ctrl-C: the main thread calls it). No interpreter outlives the run."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+
+_live: set[subprocess.Popen] = set()
+_lock = threading.Lock()
+_stopping = threading.Event()
+
+
+class Stopped(Exception):
+    """A command asked for after stop_all(): the run is ending."""
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def bounded(command: list[str], timeout: float, env: dict | None = None) -> subprocess.CompletedProcess:
+    """subprocess.run(command, capture_output=True, text=True, timeout=timeout),
+    killing the command's whole process group on timeout or on any exception."""
+    with _lock:
+        if _stopping.is_set():
+            raise Stopped(command[0])
+        proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, encoding="utf-8", errors="replace", env=env, start_new_session=True)
+        _live.add(proc)
+    try:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except BaseException:
+            _kill(proc)
+            proc.communicate()
+            raise
+        return subprocess.CompletedProcess(command, proc.returncode, out, err)
+    finally:
+        with _lock:
+            _live.discard(proc)
+
+
+def stop_all() -> int:
+    """Kill every live command's group, and refuse new ones from here on
+    (until resume()); returns how many were live."""
+    with _lock:
+        _stopping.set()
+        live = list(_live)
+    for proc in live:
+        _kill(proc)
+    return len(live)
+
+
+def resume() -> None:
+    """Commands may start again (a caller that handled an interrupt and goes on: tests)."""
+    _stopping.clear()
