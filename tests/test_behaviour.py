@@ -273,7 +273,7 @@ def test_ctrl_c_while_pip_builds_leaves_no_pip_and_no_half_environment(tmp_path)
     server.listen(8)  # connections queue, nothing is ever answered
     url = f"http://127.0.0.1:{server.getsockname()[1]}/links/"
     cache = tmp_path / "cache"
-    script = textwrap.dedent(f"""
+    script = textwrap.dedent("""
         import os, sys
         from fixmono.analysis import behaviour, envs
         from fixmono.analysis.drift import Cell
@@ -281,7 +281,7 @@ def test_ctrl_c_while_pip_builds_leaves_no_pip_and_no_half_environment(tmp_path)
         from fixmono.model.registry import discover
         fix = next(f for f in discover() if f.id == "transformers-moe-sentinel-router-grad")
         cell = Cell("5.8.0", "applied", "", "n/a")
-        behaviour.run_matrix({{fix.id: [cell]}}, [fix], base, 2, 60,
+        behaviour.run_matrix({fix.id: [cell]}, [fix], base, 2, 60,
                              ["--no-index", "--find-links", os.environ["LINKS"]])
     """)  # the URL only in pip's command line: what alive() looks for
     env = child_env({**os.environ, "FIXMONO_CACHE": str(cache), "LINKS": url})

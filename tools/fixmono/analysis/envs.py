@@ -30,7 +30,6 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from packaging.markers import Marker
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
