@@ -320,3 +320,24 @@ def test_bad_run_arguments_are_one_line_before_any_wheel(args, message, tmp_path
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.count("\n") == 1 and message in proc.stderr, proc.stderr
     assert not (tmp_path / "wheels").exists() and not (tmp_path / "envs").exists()
+
+
+def test_what_a_reproducer_needs_of_fixmono_is_in_its_declared_dependencies():
+    import tomllib
+
+    from fixmono.testing import REPO_ROOT
+
+    declared = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert set(envs.RUNNER) <= set(declared)
+
+
+def test_a_base_without_fixmonos_dependencies_gets_them_in_the_environment(index):
+    bare = Base(BASE.python, BASE.version, BASE.markers, {k: v for k, v in BASE.installed.items()
+                                                         if k not in ("libcst", "packaging", "pyyaml")})
+    links = Path(index[-1])
+    write_wheel(links, "libcst", "1.1.0", module("libcst"), requires=("pyyaml>=5.2",))
+    write_wheel(links, "packaging", "23.0", module("packaging"))
+    write_wheel(links, "PyYAML", "6.0", module("yaml"))
+    assert installed(environment(bare, "fakeup", "1.0", index)) == {
+        "fakeup": "1.0", "libcst": "1.1.0", "packaging": "23.0", "pyyaml": "6.0"}
+    assert installed(environment(BASE, "fakeup", "1.0", index)) == {"fakeup": "1.0"}  # this base has them

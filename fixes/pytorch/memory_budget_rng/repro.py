@@ -35,24 +35,32 @@ def measure(functions: dict | None) -> list[dict]:
 
 
 def reproduce() -> ReproResult:
+    from fixmono.model.errors import TransformFailed
+
     try:
         import torch
         from . import partitioner
-        fixed = partitioner.fixed_functions()
+        partitioner.module()
     except (ImportError, AttributeError) as err:
         return ReproResult(Verdict.SKIPPED, f"needs torch with torch._functorch.partitioners: {err}")
-    before, after = measure(None), measure(fixed)
-    details = {"torch": torch.__version__, "unpatched": before, "patched": after}
+    try:
+        fixed, unfixable = partitioner.fixed_functions(), ""
+    except TransformFailed as err:  # torch 2.4-2.7: no MUST_SAVE filter, the fix's third site
+        fixed, unfixable = None, str(err)
+    before = measure(None)
+    after = measure(fixed) if fixed is not None else None
+    details = {"torch": torch.__version__, "unpatched": before, "patched": after, "unfixable": unfixable}
     where = f"torch {torch.__version__}, CPU, {partitioner.N} elements"
     bad = [r for r in before if r["wrong"]]
-    if any(r["wrong"] for r in after):
+    if after is not None and any(r["wrong"] for r in after):
         return ReproResult(Verdict.REPRODUCED, f"{where}: even the fixed partitioner gives wrong gradients", details)
     if not bad:
         return ReproResult(Verdict.NOT_REPRODUCED, f"{where}: gradients right at every budget without the patch "
                                                    f"(this torch has the fix)", details)
     shown = ", ".join(f"{r['op']} at budget {r['budget']:g}: {r['wrong']}" for r in bad)
+    patched = f"the fix does not apply here ({unfixable})" if after is None else "patched: 0 at every budget"
     return ReproResult(Verdict.REPRODUCED, f"{where}: wrong gradient elements ({shown}) of {partitioner.N}; "
-                                           f"patched: 0 at every budget", details)
+                                           f"{patched}", details)
 
 
 def main(argv: list[str] | None = None) -> int:

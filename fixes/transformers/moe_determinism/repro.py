@@ -26,7 +26,7 @@ import torch
 from fixmono.model.fix import ReproResult, Verdict
 from fixmono.runtime.repro import report
 from .inject import RecomputeRoutingDrift, RoutingRecorder
-from .models import FAMILIES, batch, tiny_model
+from .models import FAMILIES, batch, config, tiny_model
 from .pin import checkpointing_enable, enable_pinned_routing
 
 EXPERTS = ("eager", "grouped_mm")
@@ -79,12 +79,32 @@ def describe(row: dict) -> str:
     return f"{row['family']}/{row['experts']}: drift -> {without}; pinned -> {with_pin}"
 
 
+def missing(family: str) -> str | None:
+    """The name this transformers lacks to build `family` (Qwen3.5-MoE came in 5.2.0), or None."""
+    try:
+        config(family)
+    except ImportError as err:  # "cannot import name 'Qwen3_5MoeTextConfig' from 'transformers' (...)"
+        quoted = str(err).split("'")
+        return quoted[1] if len(quoted) > 1 else str(err)
+    return None
+
+
 def reproduce(families: tuple[str, ...] = FAMILIES) -> ReproResult:
+    import transformers
+
+    absent = {f: name for f in families if (name := missing(f))}
+    families = tuple(f for f in families if f not in absent)
+    if not families:
+        return ReproResult(Verdict.SKIPPED, f"transformers {transformers.__version__} has none of the families "
+                                            f"({', '.join(f'{f}: no {n}' for f, n in absent.items())})")
     rows = [run_family(f, e) for f in families for e in EXPERTS]
     verdicts = [judge(r) for r in rows]
     text = "; ".join(describe(r) for r in rows)
+    if absent:  # a release older than the model: the others still show the mechanism
+        text += "; not in transformers " + transformers.__version__ + ": " + ", ".join(
+            f"{f} (no {n})" for f, n in absent.items())
     label = "[RecomputeRoutingDrift: fault-injecting double of bf16 drift, CPU]"
-    details = {"rows": rows}
+    details = {"rows": rows, "families_absent": absent}
     if all(shown and fixed for shown, fixed in verdicts):
         return ReproResult(Verdict.REPRODUCED, f"{label} {text}", details,
                            needs="ROCm + bf16 for the real drift (non-deterministic conv1d/attention/GEMM)")

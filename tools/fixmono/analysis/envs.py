@@ -39,6 +39,9 @@ from fixmono.model.errors import UserError, one_line
 from fixmono.sources.upstream import cache_dir
 
 FORMAT = 1
+# what a reproducer imports of fixmono's own dependencies (the Python engine:
+# fixes apply their transformation to the installed file); pyproject.toml's
+RUNNER = ("libcst>=1.1", "packaging>=23")
 MAX_ROUNDS = 8  # requirement rounds: real trees settle in two or three
 PIP_TIMEOUT = 900.0
 
@@ -149,14 +152,17 @@ def merge(source: Path, target: Path) -> None:
 
 def pip_install(base: Base, target: Path, specs: list[str], pip_args: list[str]) -> None:
     """`pip install --target` of exactly `specs` (no dependencies), wheels only,
-    for the base's Python (pip of this interpreter; --python-version when
-    another), into a round folder merged into `target` (pip --target would
-    skip a folder that exists, e.g. a namespace package's)."""
+    for the base's Python (its own pip; else this interpreter's, told the
+    base's version: pip 23 then checks Requires-Python against the wrong
+    one), into a round folder merged into `target` (pip --target would skip
+    a folder that exists, e.g. a namespace package's)."""
     staging = target / f".round-{len(list(target.glob('.round-*')))}"
-    command = [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "--quiet", "--no-deps",
+    other = base.version.rsplit(".", 1)[0] != "%d.%d" % sys.version_info[:2]
+    pip = base.python if other and "pip" in base.installed else sys.executable
+    command = [pip, "-m", "pip", "install", "--disable-pip-version-check", "--quiet", "--no-deps",
                "--only-binary", ":all:", "--no-compile", "--target", str(staging), *pip_args]
-    if base.version.rsplit(".", 1)[0] != "%d.%d" % sys.version_info[:2]:
-        command += ["--python-version", base.version.rsplit(".", 1)[0]]
+    if other and pip == sys.executable:
+        command += ["--python-version", base.version.rsplit(".", 1)[0], "--ignore-requires-python"]
     proc = bounded(command + specs, timeout=PIP_TIMEOUT)
     if proc.returncode != 0:
         errors = [line for line in proc.stderr.splitlines() if line.startswith("ERROR")]
@@ -169,9 +175,11 @@ def pip_install(base: Base, target: Path, specs: list[str], pip_args: list[str])
 
 
 def build(base: Base, dist: str, version: str, target: Path, pip_args: list[str]) -> dict[str, str]:
-    """Install dist==version and, round by round, what the base lacks of its requirements."""
-    pip_install(base, target, [f"{dist}=={version}"], pip_args)
-    added = {canonicalize_name(dist): [""]}  # name -> extras asked for
+    """Install dist==version (and fixmono's RUNNER requirements where the base
+    lacks them) and, round by round, what the base lacks of their requirements."""
+    runner = [r for r in map(Requirement, RUNNER) if not satisfied(r, base.installed)]  # a bare foreign Python
+    pip_install(base, target, [f"{dist}=={version}", *(str(r) for r in runner)], pip_args)
+    added = {canonicalize_name(name): [""] for name in [dist, *(r.name for r in runner)]}  # name -> extras asked for
     for _ in range(MAX_ROUNDS):
         here = folder_versions(target)
         missing: dict[str, Requirement] = {}
