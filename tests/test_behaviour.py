@@ -131,14 +131,63 @@ def test_discard_envs_waits_for_the_last_run_of_a_release(monkeypatch):
                         behaviour.Run(version, "applied", "reproduced", "", "", 0.0))
     monkeypatch.setattr(behaviour, "discard", lambda base, dist, version: events.append(("discard", dist, version)))
     statics = {f.id: [Cell("1.0", "applied", "", "n/a"), Cell("2.0", "applied", "", "n/a")] for f in fixes}
-    behaviour.run_matrix(statics, fixes, BASE, 3, 60, [], discard_envs=True)
+    behaviour.run_matrix(statics, fixes, [BASE], 3, 60, [], discard_envs=True)
     for version in ("1.0", "2.0"):
         ran = [i for i, e in enumerate(events) if e[0] == "ran" and e[2] == version]
         (gone,) = [i for i, e in enumerate(events) if e == ("discard", "transformers", version)]
         assert len(ran) == len(fixes) and gone > max(ran)
     events.clear()
-    behaviour.run_matrix(statics, fixes, BASE, 3, 60, [])
+    behaviour.run_matrix(statics, fixes, [BASE], 3, 60, [])
     assert not [e for e in events if e[0] == "discard"]
+
+
+def test_a_release_for_another_python_says_so(index):
+    links = Path(index[-1])
+    write_wheel(links, "fakeup", "3.0", module("fakeup"), metadata="Requires-Python: >=3.99\n")
+    with pytest.raises(EnvironmentFailed, match="different Python") as caught:
+        environment(BASE, "fakeup", "3.0", index)
+    assert caught.value.wrong_python
+    with pytest.raises(EnvironmentFailed) as other:
+        environment(BASE, "fakeup", "9.0", index)
+    assert not other.value.wrong_python
+
+
+def test_each_release_runs_under_the_first_interpreter_it_installs_on(monkeypatch):
+    """--python A --python B: a release whose pip answer is 'another Python' moves on to B; any
+    other refusal stops there (B would fail the same way)."""
+    older = Base("/old/python", "3.11.7", BASE.markers, {})
+    newer = Base("/new/python", "3.12.1", BASE.markers, {})
+    tried = []
+
+    def environment_of(base, dist, version, *rest):
+        tried.append(base.python)
+        if base is older and version == "needs-3.12":
+            raise EnvironmentFailed("jax: requires a different Python", wrong_python=True)
+        if version == "missing":
+            raise EnvironmentFailed("no such release")
+        return Path(f"/envs/{base.version}/{version}")
+
+    ran = []
+    monkeypatch.setattr(behaviour, "environment", environment_of)
+    monkeypatch.setattr(behaviour, "check", lambda fix, timeout, python, before: ran.append((python, before)) or
+                        {"fix": fix.id, "status": "still-needed", "detail": "shown"})
+    fix = sentinel_fix()
+    run = behaviour.run_one(fix, "needs-3.12", "applied", [older, newer], 60, [], lambda m: None)
+    assert (run.verdict, run.python, run.python_version) == ("reproduced", "/new/python", "3.12.1")
+    assert tried == ["/old/python", "/new/python"] and ran == [("/new/python", ("/envs/3.12.1/needs-3.12",))]
+    tried.clear()
+    assert behaviour.run_one(fix, "1.0", "applied", [older, newer], 60, [], lambda m: None).python == "/old/python"
+    assert tried == ["/old/python"]
+    tried.clear()
+    missing = behaviour.run_one(fix, "missing", "applied", [older, newer], 60, [], lambda m: None)
+    assert missing.verdict == "cannot-run-here" and "no such release" in missing.detail and tried == ["/old/python"]
+
+    def no_python_fits(*args):
+        raise EnvironmentFailed("requires a different Python", wrong_python=True)
+
+    monkeypatch.setattr(behaviour, "environment", no_python_fits)
+    neither = behaviour.run_one(fix, "x", "applied", [older, newer], 60, [], lambda m: None)
+    assert neither.verdict == "cannot-run-here" and "Python 3.11.7" in neither.detail and "Python 3.12.1" in neither.detail
 
 
 def test_the_cache_key_follows_the_base():
@@ -221,10 +270,10 @@ def test_a_release_the_base_has_runs_there_and_a_disagreement_is_flagged(tmp_pat
     make_patch found the bug's code there, the run flags the disagreement."""
     monkeypatch.setenv("FIXMONO_CACHE", str(tmp_path))
     progress = []
-    agreed = behaviour.run_one(sentinel_fix(), BASE_TRANSFORMERS, "already-applied", BASE, 300, [], progress.append)
+    agreed = behaviour.run_one(sentinel_fix(), BASE_TRANSFORMERS, "already-applied", [BASE], 300, [], progress.append)
     assert (agreed.verdict, agreed.finding) == ("not-reproduced", ""), agreed
     assert BASE_TRANSFORMERS in agreed.detail and not (tmp_path / "envs").exists()
-    flagged = behaviour.run_one(sentinel_fix(), BASE_TRANSFORMERS, "applied", BASE, 300, [], progress.append)
+    flagged = behaviour.run_one(sentinel_fix(), BASE_TRANSFORMERS, "applied", [BASE], 300, [], progress.append)
     assert flagged.verdict == "not-reproduced" and "does not reproduce" in flagged.finding
 
 
@@ -232,7 +281,7 @@ def test_a_release_the_base_has_runs_there_and_a_disagreement_is_flagged(tmp_pat
 def test_a_reproducer_past_its_time_is_killed_and_cannot_run_here(monkeypatch):
     marker = f"FIXMONO_TEST_MARK={time.time_ns()}"
     monkeypatch.setenv(*marker.split("="))
-    run = behaviour.run_one(sentinel_fix(), BASE_TRANSFORMERS, "already-applied", BASE, 0.3, [], lambda m: None)
+    run = behaviour.run_one(sentinel_fix(), BASE_TRANSFORMERS, "already-applied", [BASE], 0.3, [], lambda m: None)
     assert (run.verdict, run.finding) == ("cannot-run-here", "") and "ran past" in run.detail
     time.sleep(0.2)
     assert with_environ(marker) == []
@@ -281,7 +330,7 @@ def test_ctrl_c_while_pip_builds_leaves_no_pip_and_no_half_environment(tmp_path)
         from fixmono.model.registry import discover
         fix = next(f for f in discover() if f.id == "transformers-moe-sentinel-router-grad")
         cell = Cell("5.8.0", "applied", "", "n/a")
-        behaviour.run_matrix({fix.id: [cell]}, [fix], base, 2, 60,
+        behaviour.run_matrix({fix.id: [cell]}, [fix], [base], 2, 60,
                              ["--no-index", "--find-links", os.environ["LINKS"]])
     """)  # the URL only in pip's command line: what alive() looks for
     env = child_env({**os.environ, "FIXMONO_CACHE": str(cache), "LINKS": url})

@@ -119,14 +119,15 @@ def make_patch(*args: str, cwd: Path | None = None, env: dict | None = None) -> 
 
 
 def write_wheel(directory: Path, name: str, version: str, files: dict[str, str | bytes],
-                unlisted: dict[str, str | bytes] = {}, wheel_version: str = "1.0", requires: tuple[str, ...] = ()) -> Path:
+                unlisted: dict[str, str | bytes] = {}, wheel_version: str = "1.0", requires: tuple[str, ...] = (),
+                metadata: str = "") -> Path:
     """A py3-none-any wheel as a build backend writes it: `files`, METADATA
-    (with a Requires-Dist line per `requires`), WHEEL and a RECORD with every
+    (with a Requires-Dist line per `requires`, then `metadata`'s lines), WHEEL and a RECORD with every
     member's hash and size; `unlisted` members are added without a RECORD line."""
     directory.mkdir(parents=True, exist_ok=True)
     info = f"{name}-{version}.dist-info"
     metadata = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n" + "".join(
-        f"Requires-Dist: {r}\n" for r in requires)
+        f"Requires-Dist: {r}\n" for r in requires) + metadata
     members = {**files, f"{info}/METADATA": metadata,
                f"{info}/WHEEL": f"Wheel-Version: {wheel_version}\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
     data = {n: t.encode() if isinstance(t, str) else t for n, t in members.items()}

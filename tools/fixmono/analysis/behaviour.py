@@ -41,6 +41,8 @@ class Run:
     detail: str
     finding: str  # "" when the two agree
     seconds: float
+    python: str = ""  # the interpreter it ran under
+    python_version: str = ""
 
 
 def runnable(fixes: list[Fix]) -> tuple[list[Fix], dict[str, str]]:
@@ -67,22 +69,33 @@ def same_release(installed: str | None, version: str) -> bool:
     return installed is not None and Version(installed).public == Version(version).public
 
 
-def run_one(fix: Fix, version: str, static: str, base: Base, timeout: float, pip_args: list[str],
+def run_one(fix: Fix, version: str, static: str, bases: list[Base], timeout: float, pip_args: list[str],
             progress) -> Run:
+    """The fix's reproducer against `version`, under the first of `bases`
+    whose Python the release installs on (jax 0.11 needs 3.12)."""
     start = time.monotonic()
     dist = PROJECTS[fix.upstream].dist
-    try:
-        before = () if same_release(base.installed.get(canonicalize_name(dist)), version) else \
-            (str(environment(base, dist, version, pip_args, progress)),)
-    except EnvironmentFailed as err:
-        return Run(version, static, CANNOT_RUN, f"no environment: {err}", "", time.monotonic() - start)
-    progress(f"{fix.id} @ {version}: running the reproducer")
-    result = check(fix, timeout, python=base.python, before=before)
-    verdict = VERDICTS[result["status"]]
-    return Run(version, static, verdict, result["detail"], finding(static, verdict), time.monotonic() - start)
+    refused = []
+    for base in bases:
+        try:
+            before = () if same_release(base.installed.get(canonicalize_name(dist)), version) else \
+                (str(environment(base, dist, version, pip_args, progress)),)
+        except EnvironmentFailed as err:
+            refused.append(f"Python {base.version}: {err}")
+            if err.wrong_python:
+                continue  # the next interpreter may be the one it needs
+            break
+        progress(f"{fix.id} @ {version}: running the reproducer")
+        result = check(fix, timeout, python=base.python, before=before)
+        verdict = VERDICTS[result["status"]]
+        return Run(version, static, verdict, result["detail"], finding(static, verdict), time.monotonic() - start,
+                   base.python, base.version)
+    last = bases[len(refused) - 1]
+    return Run(version, static, CANNOT_RUN, f"no environment: {'; '.join(refused)}", "", time.monotonic() - start,
+               last.python, last.version)
 
 
-def run_matrix(statics: dict, fixes: list[Fix], base: Base, jobs: int, timeout: float, pip_args: list[str],
+def run_matrix(statics: dict, fixes: list[Fix], bases: list[Base], jobs: int, timeout: float, pip_args: list[str],
                progress=lambda m: None, discard_envs: bool = False) -> dict[str, list[Run]]:
     """Every (fix, version) of `statics` ({fix id: [drift.Cell]}), `jobs` at a
     time; with `discard_envs`, a release's environment is removed once its
@@ -98,13 +111,14 @@ def run_matrix(statics: dict, fixes: list[Fix], base: Base, jobs: int, timeout: 
 
     def one(fix_id: str, c) -> Run:
         try:
-            return run_one(by_id[fix_id], c.version, c.status, base, timeout, pip_args, progress)
+            return run_one(by_id[fix_id], c.version, c.status, bases, timeout, pip_args, progress)
         finally:
             with counting:
                 left[release(fix_id, c.version)] -= 1
                 last = left[release(fix_id, c.version)] == 0
             if discard_envs and last:
-                discard(base, *release(fix_id, c.version))
+                for base in bases:
+                    discard(base, *release(fix_id, c.version))
 
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=jobs)
     futures = {}
@@ -135,10 +149,12 @@ def markdown(runs: dict[str, list[Run]], elsewhere: dict[str, str]) -> str:
     out = []
     for fix_id, rs in runs.items():
         out += [f"### {fix_id} (reproducer run on each release)", "",
-                "| version | make_patch (read) | reproducer (ran) | s | finding / detail |", "|---|---|---|---|---|"]
+                "| version | make_patch (read) | reproducer (ran) | Python | s | finding / detail |",
+                "|---|---|---|---|---|---|"]
         for r in rs:
             note = f"**{r.finding}**: {r.detail}" if r.finding else r.detail
-            out.append(f"| {r.version} | {r.static} | {r.verdict} | {r.seconds:.1f} | {note.replace('|', '/')} |")
+            out.append(f"| {r.version} | {r.static} | {r.verdict} | {r.python_version} | {r.seconds:.1f} | "
+                       f"{note.replace('|', '/')} |")
         out.append("")
     out += [f"- {fix_id}: not run here, {why}" for fix_id, why in elsewhere.items()]
     return "\n".join(out + ([""] if elsewhere else []) + [summary(runs)]) + "\n"

@@ -65,7 +65,12 @@ print(json.dumps({"python": sys.executable, "version": platform.python_version()
 
 
 class EnvironmentFailed(Exception):
-    """The release cannot be installed beside this base (pip's reason)."""
+    """The release cannot be installed beside this base (pip's reason);
+    `wrong_python` when its reason is the base's Python version."""
+
+    def __init__(self, message: str, wrong_python: bool = False):
+        super().__init__(message)
+        self.wrong_python = wrong_python
 
 
 @dataclass(frozen=True)
@@ -168,8 +173,11 @@ def pip_install(base: Base, target: Path, specs: list[str], pip_args: list[str])
         errors = [line for line in proc.stderr.splitlines() if line.startswith("ERROR")]
         reason = errors[0] if errors else (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
         blocked = [line.strip() for line in proc.stderr.splitlines() if "(constraint)" in line]
+        wrong_python = any(words in proc.stderr.lower() for words in ("requires a different python",
+                                                                       "require a different python"))
         raise EnvironmentFailed(f"pip install {' '.join(specs)}: {reason.removeprefix('ERROR: ')}"
-                                + (f" [blocked by pip's configured constraints: {blocked[0]}]" if blocked else ""))
+                                + (f" [blocked by pip's configured constraints: {blocked[0]}]" if blocked else ""),
+                                wrong_python)
     merge(staging, target)
     shutil.rmtree(staging)
 

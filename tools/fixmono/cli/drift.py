@@ -43,8 +43,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     behaviour_args.add_argument("--jobs", type=int, default=1, metavar="N", help="reproducers at a time (default 1)")
     behaviour_args.add_argument("--timeout", type=float, default=600.0, metavar="S",
                                 help="seconds per reproducer (default 600)")
-    behaviour_args.add_argument("--python", metavar="PATH",
-                                help="the interpreter the reproducers run under, beside each release (default: this one)")
+    behaviour_args.add_argument("--python", action="append", default=[], metavar="PATH",
+                                help="the interpreter the reproducers run under, beside each release (default: this "
+                                     "one); repeated: the first whose Python version the release installs on")
     behaviour_args.add_argument("--pip-arg", action="append", default=[], metavar="ARG",
                                 help="passed to pip when an environment is built, e.g. --pip-arg=--index-url=URL")
     behaviour_args.add_argument("--discard-envs", action="store_true",
@@ -69,7 +70,7 @@ def progress_printer():
     return (lambda m: print(f"  {m}", file=sys.stderr)) if sys.stderr.isatty() else (lambda m: None)
 
 
-def behaviour_base(args: argparse.Namespace) -> Base | None:
+def behaviour_bases(args: argparse.Namespace) -> list[Base]:
     """--run's arguments checked, and its interpreter probed, before any wheel is read."""
     if not args.run:
         for flag, given in (("--jobs", args.jobs != 1), ("--timeout", args.timeout != 600.0),
@@ -77,12 +78,12 @@ def behaviour_base(args: argparse.Namespace) -> Base | None:
                             ("--discard-envs", args.discard_envs)):
             if given:
                 raise UserError(f"{flag} is for --run")
-        return None
+        return []
     if args.jobs < 1:
         raise UserError(f"--jobs {args.jobs}: must be 1 or more")
     if not args.timeout > 0:
         raise UserError(f"--timeout {args.timeout:g}: must be more than 0")
-    return Base.of(args.python or sys.executable)
+    return [Base.of(python) for python in args.python or [sys.executable]]
 
 
 def over_wheels(args: argparse.Namespace) -> tuple[dict, int]:
@@ -91,24 +92,24 @@ def over_wheels(args: argparse.Namespace) -> tuple[dict, int]:
         chosen = parse_versions(args.versions, fixes)
         if args.out:
             check_report_path(args.out)
-        base = behaviour_base(args)
+        bases = behaviour_bases(args)
         versions = {project: chosen.get(project) or published_versions(PROJECTS[project].dist, RANGES[project])
                     for project in sorted({f.upstream for f in fixes}) if project in RANGES}
         rows = matrix(fixes, versions, args.patches, progress_printer(), args.full_wheel)
-        if base is not None:
+        if bases:
             here, elsewhere = behaviour.runnable(fixes)
-            runs = behaviour.run_matrix({f.id: rows[f.id] for f in here if f.id in rows}, here, base, args.jobs,
+            runs = behaviour.run_matrix({f.id: rows[f.id] for f in here if f.id in rows}, here, bases, args.jobs,
                                         args.timeout, args.pip_arg, progress_printer(), args.discard_envs)
     except OSError as err:  # e.g. the wheel cache unwritable: not a bug here
         raise os_error_as_user_error(err) from None
     report = markdown(rows)
     payload = {"matrix": {fix_id: [dataclasses.asdict(c) for c in cells] for fix_id, cells in rows.items()}}
     failed = any(c.status == "failed" for cells in rows.values() for c in cells)
-    if base is not None:
+    if bases:
         report += "\n" + behaviour.markdown(runs, elsewhere)
         payload["runs"] = {fix_id: [dataclasses.asdict(r) for r in rs] for fix_id, rs in runs.items()}
         payload["not_run"] = elsewhere
-        payload["python"] = base.python
+        payload["pythons"] = [base.python for base in bases]
         failed = failed or any(r.finding for rs in runs.values() for r in rs)
     if args.out:  # before the output: the report of a minutes-long run is kept even if stdout went away
         write_report(args.out, report)
