@@ -80,6 +80,12 @@ RANDOM_OPS = ("dropout", "rand_like", "randn_like", "rand", "randn", "bernoulli"
               "uniform", "randint_like", "multinomial", "poisson", "randperm")
 
 
+def known_settings(config, **settings) -> dict:
+    """The settings `config` has (torch 2.4 has no AOTAutograd cache, nor its switch: patching it
+    is a KeyError there)."""
+    return {name: value for name, value in settings.items() if hasattr(config, name)}
+
+
 def probe(op: str, budget: float, backend: str = "aot_eager_decomp_partition", seed: int = 0,
           device: str = "cpu") -> dict:
     """Compile `y = r * x * w` (r from `op`), x = w = 1, at `budget`. The
@@ -93,7 +99,7 @@ def probe(op: str, budget: float, backend: str = "aot_eager_decomp_partition", s
 
     torch.manual_seed(seed)
     # no AOTAutograd cache: a graph partitioned by the other partitioner must not come back
-    with fconfig.patch(activation_memory_budget=budget, enable_autograd_cache=False):
+    with fconfig.patch(known_settings(fconfig, activation_memory_budget=budget, enable_autograd_cache=False)):
         torch._dynamo.reset()
         compiled = torch.compile(f, backend=backend, fullgraph=True)
         x = torch.ones(N, device=device, requires_grad=True)

@@ -86,6 +86,32 @@ def test_reproducer_is_two_sided_on_the_cpu():
     assert all(r["wrong"] == 0 for r in result.details["patched"])
 
 
+def test_where_the_fix_cannot_be_written_the_unpatched_verdict_still_stands(monkeypatch):
+    """torch 2.4-2.7 have no MUST_SAVE filter, so the transformation refuses; the reproducer
+    (run by drift --run on every release) still measures the unpatched partitioner there."""
+    from fixmono.model.errors import TransformFailed
+
+    def refused():
+        raise TransformFailed("choose_saved_values_set: expected at most one MUST_SAVE filter, found 0")
+
+    monkeypatch.setattr(partitioner, "fixed_functions", refused)
+    result = repro.reproduce()
+    assert result.verdict.value == "reproduced" and "the fix does not apply here" in result.summary
+    assert result.details["patched"] is None and "MUST_SAVE" in result.details["unfixable"]
+
+
+def test_settings_a_torch_lacks_are_left_out():
+    import types
+
+    torch_2_4 = types.SimpleNamespace(activation_memory_budget=1.0)
+    assert partitioner.known_settings(torch_2_4, activation_memory_budget=0.5, enable_autograd_cache=False) == {
+        "activation_memory_budget": 0.5}
+    import torch._functorch.config as fconfig
+
+    assert partitioner.known_settings(fconfig, activation_memory_budget=0.5, enable_autograd_cache=False) == {
+        "activation_memory_budget": 0.5, "enable_autograd_cache": False}
+
+
 def test_validate_passes_the_fix_and_rejects_the_unfixed_text():
     source = module_source(partitioner.MODULE)
     fixed_text = apply_change(FIX.changes[0], source).new_text

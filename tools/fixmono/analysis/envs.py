@@ -164,7 +164,8 @@ def pip_install(base: Base, target: Path, specs: list[str], pip_args: list[str])
     staging = target / f".round-{len(list(target.glob('.round-*')))}"
     other = base.version.rsplit(".", 1)[0] != "%d.%d" % sys.version_info[:2]
     pip = base.python if other and "pip" in base.installed else sys.executable
-    command = [pip, "-m", "pip", "install", "--disable-pip-version-check", "--quiet", "--no-deps",
+    command = [pip, "-m", "pip", "install", "--disable-pip-version-check", "--no-deps",  # not --quiet: it hides
+                                                                                       # what blocked a release
                "--only-binary", ":all:", "--no-compile", "--target", str(staging), *pip_args]
     if other and pip == sys.executable:
         command += ["--python-version", base.version.rsplit(".", 1)[0], "--ignore-requires-python"]
@@ -172,7 +173,7 @@ def pip_install(base: Base, target: Path, specs: list[str], pip_args: list[str])
     if proc.returncode != 0:
         errors = [line for line in proc.stderr.splitlines() if line.startswith("ERROR")]
         reason = errors[0] if errors else (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
-        blocked = [line.strip() for line in proc.stderr.splitlines() if "(constraint)" in line]
+        blocked = [line.strip() for line in (proc.stdout + proc.stderr).splitlines() if "(constraint)" in line]
         wrong_python = any(words in proc.stderr.lower() for words in ("requires a different python",
                                                                        "require a different python"))
         raise EnvironmentFailed(f"pip install {' '.join(specs)}: {reason.removeprefix('ERROR: ')}"
