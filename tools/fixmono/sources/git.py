@@ -71,10 +71,19 @@ def run_git(cwd: Path | None, *args: str, env: dict[str, str] | None = None,
     Text is UTF-8 whatever the locale, undecodable bytes kept as surrogates;
     `binary` returns stdout as bytes (file contents, patches: CRs kept)."""
     data = input.encode("utf-8", "surrogateescape") if isinstance(input, str) else input
-    proc = subprocess.run(["git", *args], cwd=cwd, input=data, capture_output=True,
-                          env=env if env is not None else clean_env())
-    stdout = proc.stdout if binary else text(proc.stdout)
-    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, text(proc.stderr))
+    proc = subprocess.Popen(["git", *args], cwd=cwd, stdin=None if data is None else subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=env if env is not None else clean_env())
+    try:
+        out, err = proc.communicate(data)
+    except BaseException:
+        # subprocess.run waits only 0.25 s after a Ctrl-C/SIGTERM; a git killed while it writes
+        # (held in the kernel under I/O load) could then still create files after the clean-up
+        # removed its scratch repository (seen once in CI: test_hostile's SIGTERM case)
+        proc.kill()
+        proc.wait()
+        raise
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out if binary else text(out), text(err))
 
 
 def text(data: bytes) -> str:
