@@ -29,6 +29,12 @@ from fixmono.testing import write_wheel
 BASE = Base.of(sys.executable)
 
 
+@pytest.fixture(autouse=True)
+def own_cache(tmp_path_factory, monkeypatch):
+    """Every test its own FIXMONO_CACHE: environments and remembered verdicts of other runs stay out."""
+    monkeypatch.setenv("FIXMONO_CACHE", str(tmp_path_factory.mktemp("fixmono-cache")))
+
+
 def module(name: str) -> dict[str, str]:
     return {f"{name}/__init__.py": f"NAME = {name!r}\n"}
 

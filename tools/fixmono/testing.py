@@ -5,8 +5,10 @@ from __future__ import annotations
 import contextlib
 import difflib
 import hashlib
+import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -275,3 +277,106 @@ def served(log: Path) -> list[tuple[int, str, int, str]]:
         sent, uri = rest.split(" ", 1)
         out.append((int(status), "" if wanted == "-" else wanted, int(sent), uri))
     return out
+
+
+def marked(mark: str) -> list[int]:
+    """pids of live processes whose environment holds `mark` (NAME=VALUE)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit() and int(proc.name) != os.getpid():
+            try:
+                if mark.encode() in (proc / "environ").read_bytes().split(b"\0"):
+                    found.append(int(proc.name))
+            except OSError:
+                continue
+    return found
+
+
+def kill_marked(mark: str, timeout: float = 30.0) -> None:
+    """SIGKILL every process carrying `mark` until none is left."""
+    deadline = time.monotonic() + timeout
+    while (pids := marked(mark)) and time.monotonic() < deadline:
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.1)
+
+
+class RayCluster:
+    """A real Ray cluster on 127.0.0.1, started with `ray start` (the Ray of this
+    interpreter's environment): a head that runs nothing (num_cpus=0) and one
+    node per entry of `workers` ({"num_cpus": 1, "num_gpus": 1, "resources":
+    {"rocm": 1}}). Every process of node i carries FIXMONO_RAY_NODE=<tag>-i in
+    its environment, so a node can be killed whole (kill(i)) and nothing is
+    left after stop(). `env` is added to every node's environment (PYTHONPATH
+    for fixmono, Ray's health-check periods)."""
+
+    def __init__(self, workers: list[dict], env: dict | None = None, timeout: float = 180.0):
+        self.tag = f"{os.getpid()}-{time.monotonic_ns()}"
+        self.env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", **(env or {})}
+        self.temp = Path(tempfile.mkdtemp(prefix="fixmono-ray-"))
+        self.port = free_port()
+        self.address = f"127.0.0.1:{self.port}"
+        self.nodes: list[subprocess.Popen] = []
+        try:
+            self._start("head", ["--head", f"--port={self.port}", "--num-cpus=0", "--include-dashboard=false",
+                                 f"--temp-dir={self.temp}", "--disable-usage-stats"], 0)
+            self.wait_for(1, timeout)
+            for i, spec in enumerate(workers, 1):
+                args = [f"--address={self.address}", f"--num-cpus={spec.get('num_cpus', 1)}",
+                        f"--num-gpus={spec.get('num_gpus', 0)}", f"--resources={json.dumps({**spec.get('resources', {}), f'fixmono_worker_{i}': 1})}"]
+                self._start(str(i), args, i)
+                self.wait_for(i + 1, timeout)  # one at a time: two raylets starting together time out on 2 cores
+        except BaseException:
+            self.stop()
+            raise
+
+    def mark(self, i: int) -> str:
+        return f"FIXMONO_RAY_NODE={self.tag}-{i}"
+
+    def _start(self, name: str, args: list[str], i: int) -> None:
+        ray = str(Path(sys.executable).parent / "ray")
+        ports = [f"--min-worker-port={31000 + 300 * i}", f"--max-worker-port={31000 + 300 * i + 299}"]
+        log = open(self.temp / f"node-{name}.log", "wb")
+        self.nodes.append(subprocess.Popen(
+            [ray, "start", "--block", "--node-ip-address=127.0.0.1", "--object-store-memory=80000000",
+             "--dashboard-agent-listen-port=0", *ports, *args],
+            env={**self.env, "FIXMONO_RAY_NODE": f"{self.tag}-{i}"}, stdout=log, stderr=log,
+            stdin=subprocess.DEVNULL, start_new_session=True))
+
+    def alive(self) -> list[dict]:
+        probe = ("import json, ray; ray.init(address=%r, logging_level='ERROR', log_to_driver=False); "
+                 "print(json.dumps([n for n in ray.nodes() if n['Alive']]))" % self.address)
+        proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=self.env,
+                              timeout=120)
+        return json.loads(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0 else []
+
+    def wait_for(self, count: int, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while len(self.alive()) != count:
+            if time.monotonic() > deadline or any(p.poll() is not None for p in self.nodes):
+                logs = "".join(p.read_text(errors="replace")[-1500:] for p in self.temp.glob("node-*.log"))
+                raise RuntimeError(f"the Ray cluster did not reach {count} nodes: {logs}")
+            time.sleep(1)
+
+    def node_ids(self) -> dict[int, str]:
+        """worker index -> Ray node id of the live workers (each offers a resource fixmono_worker_<i>)."""
+        out = {}
+        for node in self.alive():
+            for name in node["Resources"]:
+                if name.startswith("fixmono_worker_"):
+                    out[int(name.rpartition("_")[2])] = node["NodeID"]
+        return out
+
+    def kill(self, i: int) -> None:
+        """SIGKILL every process of node i (its raylet, object store, workers)."""
+        kill_marked(self.mark(i))
+
+    def stop(self) -> None:
+        for i in range(len(self.nodes) - 1, -1, -1):
+            kill_marked(self.mark(i))
+        for proc in self.nodes:
+            proc.wait()
+        shutil.rmtree(self.temp, ignore_errors=True)

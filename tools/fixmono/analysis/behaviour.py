@@ -10,26 +10,29 @@ same release's wheel. A disagreement between the two is a finding:
   takes a release for fixed that is not.
 
 `cannot-run-here` (no wheel for this Python, pip's reason, a timeout) is
-never a finding and never counted as a verdict.
+never a finding and never counted as a verdict; nor is `lost` (a cluster run
+whose node died more times than it may be retried: on_ray.py). A verdict is
+reused by the next run with the same inputs (results.py; --fresh runs again).
 """
 from __future__ import annotations
 
 import collections
+import dataclasses
 import concurrent.futures
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from fixmono.analysis import processes
+from fixmono.analysis import processes, results
 from fixmono.analysis.envs import Base, EnvironmentFailed, discard, environment
 from fixmono.analysis.still_needed import CANNOT_RUN, FIXED_UPSTREAM, STILL_NEEDED, check
 from fixmono.model.fix import Fix
 from fixmono.model.projects import PROJECTS
 
-REPRODUCED, NOT_REPRODUCED = "reproduced", "not-reproduced"
+REPRODUCED, NOT_REPRODUCED, LOST = "reproduced", "not-reproduced", "lost"
 VERDICTS = {STILL_NEEDED: REPRODUCED, FIXED_UPSTREAM: NOT_REPRODUCED, CANNOT_RUN: CANNOT_RUN}
 
 
@@ -43,6 +46,9 @@ class Run:
     seconds: float
     python: str = ""  # the interpreter it ran under
     python_version: str = ""
+    node: dict = field(default_factory=dict)  # results.where(): host, Ray node, accelerator, driver
+    attempts: int = 1  # more than 1: its node died and it ran again elsewhere (on_ray.py)
+    reused: bool = False  # the verdict of an earlier run with the same inputs
 
 
 def runnable(fixes: list[Fix]) -> tuple[list[Fix], dict[str, str]]:
@@ -70,9 +76,23 @@ def same_release(installed: str | None, version: str) -> bool:
 
 
 def run_one(fix: Fix, version: str, static: str, bases: list[Base], timeout: float, pip_args: list[str],
-            progress) -> Run:
+            progress, fresh: bool = False) -> Run:
     """The fix's reproducer against `version`, under the first of `bases`
-    whose Python the release installs on (jax 0.11 needs 3.12)."""
+    whose Python the release installs on (jax 0.11 needs 3.12); the verdict
+    of an earlier run with the same inputs unless `fresh`."""
+    result_key = results.key(fix, version, [base.key for base in bases])
+    earlier = None if fresh else results.load(result_key)
+    if earlier is not None:
+        verdict = earlier["verdict"]
+        return Run(**{**earlier, "static": static, "finding": finding(static, verdict), "reused": True})
+    run = run_here(fix, version, static, bases, timeout, pip_args, progress)
+    if run.verdict in (REPRODUCED, NOT_REPRODUCED):
+        results.store(result_key, dataclasses.asdict(run))
+    return run
+
+
+def run_here(fix: Fix, version: str, static: str, bases: list[Base], timeout: float, pip_args: list[str],
+             progress) -> Run:
     start = time.monotonic()
     dist = PROJECTS[fix.upstream].dist
     refused = []
@@ -89,14 +109,14 @@ def run_one(fix: Fix, version: str, static: str, bases: list[Base], timeout: flo
         result = check(fix, timeout, python=base.python, before=before)
         verdict = VERDICTS[result["status"]]
         return Run(version, static, verdict, result["detail"], finding(static, verdict), time.monotonic() - start,
-                   base.python, base.version)
+                   base.python, base.version, results.where())
     last = bases[len(refused) - 1]
     return Run(version, static, CANNOT_RUN, f"no environment: {'; '.join(refused)}", "", time.monotonic() - start,
-               last.python, last.version)
+               last.python, last.version, results.where())
 
 
 def run_matrix(statics: dict, fixes: list[Fix], bases: list[Base], jobs: int, timeout: float, pip_args: list[str],
-               progress=lambda m: None, discard_envs: bool = False) -> dict[str, list[Run]]:
+               progress=lambda m: None, discard_envs: bool = False, fresh: bool = False) -> dict[str, list[Run]]:
     """Every (fix, version) of `statics` ({fix id: [drift.Cell]}), `jobs` at a
     time; with `discard_envs`, a release's environment is removed once its
     last run is over. Ctrl-C (or any error) stops every reproducer and pip it
@@ -111,7 +131,7 @@ def run_matrix(statics: dict, fixes: list[Fix], bases: list[Base], jobs: int, ti
 
     def one(fix_id: str, c) -> Run:
         try:
-            return run_one(by_id[fix_id], c.version, c.status, bases, timeout, pip_args, progress)
+            return run_one(by_id[fix_id], c.version, c.status, bases, timeout, pip_args, progress, fresh)
         finally:
             with counting:
                 left[release(fix_id, c.version)] -= 1
@@ -139,22 +159,35 @@ def run_matrix(statics: dict, fixes: list[Fix], bases: list[Base], jobs: int, ti
 
 def summary(runs: dict[str, list[Run]]) -> str:
     every = [r for rs in runs.values() for r in rs]
-    count = {v: sum(r.verdict == v for r in every) for v in (REPRODUCED, NOT_REPRODUCED, CANNOT_RUN)}
+    count = {v: sum(r.verdict == v for r in every) for v in (REPRODUCED, NOT_REPRODUCED, CANNOT_RUN, LOST)}
     findings = sum(bool(r.finding) for r in every)
+    again = [r for r in every if r.attempts > 1]
+    reused = sum(r.reused for r in every)
     return (f"reproducers: {len(every)} runs ({count[REPRODUCED]} reproduced, {count[NOT_REPRODUCED]} not-reproduced, "
-            f"{count[CANNOT_RUN]} cannot-run-here); {findings} disagreement(s) with make_patch")
+            f"{count[CANNOT_RUN]} cannot-run-here" + (f", {count[LOST]} lost" if count[LOST] else "") + ")"
+            + (f"; {len(again)} ran again after their node died" if again else "")
+            + (f"; {reused} verdict(s) reused from an earlier run" if reused else "")
+            + f"; {findings} disagreement(s) with make_patch")
+
+
+def ran_on(run: Run) -> str:
+    """host, Ray node (first 8 of its id), accelerator; 'reused' or the attempts when that applies."""
+    where = " ".join(filter(None, (run.node.get("host"), run.node.get("ray_node", "")[:8], run.node.get("accelerator"))))
+    notes = ["reused"] if run.reused else []
+    notes += [f"attempt {run.attempts}"] if run.attempts > 1 else []
+    return " ".join([where, *(f"({n})" for n in notes)]).strip()
 
 
 def markdown(runs: dict[str, list[Run]], elsewhere: dict[str, str]) -> str:
     out = []
     for fix_id, rs in runs.items():
         out += [f"### {fix_id} (reproducer run on each release)", "",
-                "| version | make_patch (read) | reproducer (ran) | Python | s | finding / detail |",
-                "|---|---|---|---|---|---|"]
+                "| version | make_patch (read) | reproducer (ran) | Python | ran on | s | finding / detail |",
+                "|---|---|---|---|---|---|---|"]
         for r in rs:
             note = f"**{r.finding}**: {r.detail}" if r.finding else r.detail
-            out.append(f"| {r.version} | {r.static} | {r.verdict} | {r.python_version} | {r.seconds:.1f} | "
-                       f"{note.replace('|', '/')} |")
+            out.append(f"| {r.version} | {r.static} | {r.verdict} | {r.python_version} | {ran_on(r)} | "
+                       f"{r.seconds:.1f} | {note.replace('|', '/')} |")
         out.append("")
     out += [f"- {fix_id}: not run here, {why}" for fix_id, why in elsewhere.items()]
     return "\n".join(out + ([""] if elsewhere else []) + [summary(runs)]) + "\n"

@@ -50,6 +50,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                                 help="passed to pip when an environment is built, e.g. --pip-arg=--index-url=URL")
     behaviour_args.add_argument("--discard-envs", action="store_true",
                                 help="remove each release's environment once its runs are over (default: cached)")
+    behaviour_args.add_argument("--fresh", action="store_true",
+                                help="run every reproducer again (default: reuse the verdicts of a run with the same "
+                                     "fix source, release, backend and interpreters)")
+    behaviour_args.add_argument("--ray", metavar="ADDRESS",
+                                help="run each cell as a task on this Ray cluster ('auto': RAY_ADDRESS); GPU cells go "
+                                     "to nodes offering their backend as a resource (rocm, cuda)")
+    behaviour_args.add_argument("--retries", type=int, default=2, metavar="N",
+                                help="with --ray: times a cell whose node died runs again elsewhere (default 2)")
     history_args = p.add_argument_group("over git history instead of wheels")
     history_args.add_argument("--git", type=Path, metavar="CHECKOUT", help="a checkout or bare mirror (one --fix)")
     history_args.add_argument("--range", dest="rev_range", metavar="A..B", help="commits in A..B (default: all to BASE)")
@@ -75,7 +83,8 @@ def behaviour_bases(args: argparse.Namespace) -> list[Base]:
     if not args.run:
         for flag, given in (("--jobs", args.jobs != 1), ("--timeout", args.timeout != 600.0),
                             ("--python", args.python), ("--pip-arg", args.pip_arg),
-                            ("--discard-envs", args.discard_envs)):
+                            ("--discard-envs", args.discard_envs), ("--fresh", args.fresh),
+                            ("--ray", args.ray), ("--retries", args.retries != 2)):
             if given:
                 raise UserError(f"{flag} is for --run")
         return []
@@ -83,6 +92,12 @@ def behaviour_bases(args: argparse.Namespace) -> list[Base]:
         raise UserError(f"--jobs {args.jobs}: must be 1 or more")
     if not args.timeout > 0:
         raise UserError(f"--timeout {args.timeout:g}: must be more than 0")
+    if args.retries < 0:
+        raise UserError(f"--retries {args.retries}: must be 0 or more")
+    if args.ray is not None:
+        if args.discard_envs:
+            raise UserError("--discard-envs is for a local run (each node keeps its own environments)")
+        return []  # the interpreters are the nodes' (--python paths are paths on the nodes)
     return [Base.of(python) for python in args.python or [sys.executable]]
 
 
@@ -93,23 +108,31 @@ def over_wheels(args: argparse.Namespace) -> tuple[dict, int]:
         if args.out:
             check_report_path(args.out)
         bases = behaviour_bases(args)
+        if args.ray is not None:
+            from fixmono.analysis import on_ray  # Ray is imported only here
+
+            cluster = on_ray.connect(args.ray)
         versions = {project: chosen.get(project) or published_versions(PROJECTS[project].dist, RANGES[project])
                     for project in sorted({f.upstream for f in fixes}) if project in RANGES}
         rows = matrix(fixes, versions, args.patches, progress_printer(), args.full_wheel)
-        if bases:
+        if args.run and args.ray is not None:
+            here, elsewhere = on_ray.runnable(fixes)
+            runs = on_ray.run_matrix(cluster, {f.id: rows[f.id] for f in here if f.id in rows}, here, args.python,
+                                     args.timeout, args.pip_arg, args.retries, progress_printer(), args.fresh)
+        elif args.run:
             here, elsewhere = behaviour.runnable(fixes)
             runs = behaviour.run_matrix({f.id: rows[f.id] for f in here if f.id in rows}, here, bases, args.jobs,
-                                        args.timeout, args.pip_arg, progress_printer(), args.discard_envs)
+                                        args.timeout, args.pip_arg, progress_printer(), args.discard_envs, args.fresh)
     except OSError as err:  # e.g. the wheel cache unwritable: not a bug here
         raise os_error_as_user_error(err) from None
     report = markdown(rows)
     payload = {"matrix": {fix_id: [dataclasses.asdict(c) for c in cells] for fix_id, cells in rows.items()}}
     failed = any(c.status == "failed" for cells in rows.values() for c in cells)
-    if bases:
+    if args.run:
         report += "\n" + behaviour.markdown(runs, elsewhere)
         payload["runs"] = {fix_id: [dataclasses.asdict(r) for r in rs] for fix_id, rs in runs.items()}
         payload["not_run"] = elsewhere
-        payload["pythons"] = [base.python for base in bases]
+        payload["pythons"] = [base.python for base in bases] or args.python
         failed = failed or any(r.finding for rs in runs.values() for r in rs)
     if args.out:  # before the output: the report of a minutes-long run is kept even if stdout went away
         write_report(args.out, report)

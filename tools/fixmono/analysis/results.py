@@ -1,0 +1,90 @@
+"""What a behavioural run carries besides its verdict: where it ran (host,
+Ray node, accelerator and driver), and a cache of verdicts so that a second
+run with the same inputs reuses them. A verdict is kept under (the source
+of the fix's folder, the release, the backend, the interpreters); only real
+verdicts are kept, never `cannot-run-here` (pip's or the network's reason
+may be gone next time)."""
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.util
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from fixmono.model.fix import Fix
+from fixmono.sources.upstream import cache_dir
+
+FORMAT = 1
+
+
+def fix_source(fix: Fix) -> str:
+    """sha256 of every .py of the fix's folder (its reproducer and what it imports there)."""
+    spec = importlib.util.find_spec(fix.package)
+    folder = Path(list(spec.submodule_search_locations)[0])
+    digest = hashlib.sha256()
+    for path in sorted(folder.glob("*.py")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def key(fix: Fix, version: str, interpreters: list[str]) -> str:
+    text = json.dumps([FORMAT, fix.id, fix_source(fix), version, fix.repro_needs, interpreters])
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def load(result_key: str) -> dict | None:
+    try:
+        return json.loads((cache_dir() / "results" / f"{result_key}.json").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def store(result_key: str, run: dict) -> None:
+    folder = cache_dir() / "results"
+    folder.mkdir(parents=True, exist_ok=True)
+    partial = folder / f".{result_key}.{os.getpid()}"
+    partial.write_text(json.dumps(run, sort_keys=True))
+    partial.replace(folder / f"{result_key}.json")  # whole or absent
+
+
+def _query(command: list[str]) -> str:
+    if not shutil.which(command[0]):
+        return ""
+    try:
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return proc.stdout.strip() if proc.returncode == 0 else ""
+
+
+@functools.lru_cache(maxsize=1)
+def accelerator() -> dict[str, str]:
+    """The first GPU's name and driver, from nvidia-smi or amd-smi; {} on a CPU-only machine."""
+    nvidia = _query(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"])
+    if nvidia:
+        name, _, driver = nvidia.splitlines()[0].partition(", ")
+        return {"backend": "cuda", "accelerator": name.strip(), "driver": driver.strip()}
+    amd = _query(["amd-smi", "static", "--asic", "--driver", "--json"])
+    if amd:
+        try:
+            first = json.loads(amd)[0]
+            return {"backend": "rocm", "accelerator": first["asic"]["market_name"],
+                    "driver": str(first["driver"].get("version", ""))}
+        except (ValueError, KeyError, IndexError, TypeError):
+            return {"backend": "rocm", "accelerator": "unknown (amd-smi output not understood)", "driver": ""}
+    return {}
+
+
+def where() -> dict[str, str]:
+    """Where this process runs: host, Ray node id (inside a Ray task), accelerator and driver."""
+    out = {"host": platform.node(), **accelerator()}
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        out["ray_node"] = ray.get_runtime_context().get_node_id()
+    return out
