@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import fixmono
-from fixmono.analysis import behaviour, history
+from fixmono.analysis import behaviour, history, status
 from fixmono.analysis.drift import RANGES, chosen_fixes, markdown, matrix, parse_versions, published_versions
 from fixmono.analysis.envs import Base
 from fixmono.cli.early import exit_quietly
@@ -21,6 +21,7 @@ from fixmono.cli.guard import ArgumentParser, os_error_as_user_error, run_comman
 from fixmono.model.errors import UserError
 from fixmono.model.projects import PROJECTS, runs_on
 from fixmono.model.registry import discover
+from fixmono.sources.installed import Environment
 from fixmono.sources.upstream import detect_project
 
 # the repository's checked-in series, when fixmono runs from the repository
@@ -50,6 +51,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                                 help="passed to pip when an environment is built, e.g. --pip-arg=--index-url=URL")
     behaviour_args.add_argument("--discard-envs", action="store_true",
                                 help="remove each release's environment once its runs are over (default: cached)")
+    behaviour_args.add_argument("--installed", action="store_true",
+                                help="with --run: only the releases installed in the interpreter, every fix with a "
+                                     "reproducer (C++ ones too), no wheel read: e.g. a GPU machine's own stack")
     behaviour_args.add_argument("--fresh", action="store_true",
                                 help="run every reproducer again (default: reuse the verdicts of a run with the same "
                                      "fix source, release, backend and interpreters)")
@@ -84,7 +88,7 @@ def behaviour_bases(args: argparse.Namespace) -> list[Base]:
         for flag, given in (("--jobs", args.jobs != 1), ("--timeout", args.timeout != 600.0),
                             ("--python", args.python), ("--pip-arg", args.pip_arg),
                             ("--discard-envs", args.discard_envs), ("--fresh", args.fresh),
-                            ("--ray", args.ray), ("--retries", args.retries != 2)):
+                            ("--ray", args.ray), ("--retries", args.retries != 2), ("--installed", args.installed)):
             if given:
                 raise UserError(f"{flag} is for --run")
         return []
@@ -140,6 +144,39 @@ def over_wheels(args: argparse.Namespace) -> tuple[dict, int]:
     return payload, 1 if failed else 0
 
 
+STATIC_OF_INSTALLED = {status.NOT_FIXED: "applied", status.FIXED: "already-applied", status.PATCHED_HERE: "applied",
+                       status.NOT_APPLICABLE: "not-applicable", status.FAILED: "failed", status.BUILT_IN: "compiled"}
+
+
+def over_installed(args: argparse.Namespace) -> tuple[dict, int]:
+    """--run --installed: each fix's reproducer against the release installed here, beside the
+    presence check on its installed files (a compiled fix: `compiled`, nothing to read)."""
+    if args.versions or args.ray is not None or args.python[1:]:
+        raise UserError("--installed runs against this interpreter's own releases: no --versions, --ray or "
+                        "second --python")
+    fixes = [f for f in discover() if f.reproduce is not None and (not args.fix or f.id in args.fix)]
+    if unknown := sorted(set(args.fix or ()) - {f.id for f in discover()}):
+        raise UserError(f"unknown fix id(s): {', '.join(unknown)}")
+    if args.out:
+        check_report_path(args.out)
+    (base,) = behaviour_bases(args)
+    env = Environment.of(base.python)
+    runs, not_installed = {}, {}
+    for fix in fixes:
+        row = status.check_installed(fix, env=env)
+        if row["version"] is None:
+            not_installed[fix.id] = f"{row['dist']} is not installed in {env.prefix}"
+            continue
+        runs[fix.id] = [behaviour.run_one(fix, row["version"], STATIC_OF_INSTALLED.get(row["installed_files"], "n/a"),
+                                          [base], args.timeout, args.pip_arg, progress_printer(), args.fresh)]
+    report = behaviour.markdown(runs, not_installed)
+    if args.out:
+        write_report(args.out, report)
+    payload = {"runs": {fix_id: [dataclasses.asdict(r) for r in rs] for fix_id, rs in runs.items()},
+               "not_run": not_installed, "python": base.python, "markdown": report}
+    return payload, 1 if any(r.finding for rs in runs.values() for r in rs) else 0
+
+
 def over_history(args: argparse.Namespace) -> tuple[dict, int]:
     """--git: every argument checked before the (long) walk."""
     fixes = discover()
@@ -182,7 +219,9 @@ def over_history(args: argparse.Namespace) -> tuple[dict, int]:
 
 def main(argv: list[str] | None = None) -> int:
     def work(args):
-        return over_history(args) if args.git is not None else over_wheels(args)
+        if args.git is not None:
+            return over_history(args)
+        return over_installed(args) if args.installed else over_wheels(args)
 
     return run_command("drift_matrix", argv, parse_args, work, lambda payload, args: payload["markdown"],
                        "interrupted; no report was written")
