@@ -367,6 +367,10 @@ def test_ctrl_c_while_pip_builds_leaves_no_pip_and_no_half_environment(tmp_path)
     (["--pip-arg=--no-index"], "--pip-arg is for --run"),
     (["--run", "--python", "/nonexistent/python"], "/nonexistent/python: cannot run it"),
     (["--run", "--git", "."], "--run is for published releases"),
+    (["--installed"], "--installed is for --run"),
+    (["--run", "--installed", "--versions", "transformers=5.8.0"], "--installed runs against this interpreter"),
+    (["--run", "--retries", "-1"], "--retries -1: must be 0 or more"),
+    (["--ray", "auto"], "--ray is for --run"),
 ])
 def test_bad_run_arguments_are_one_line_before_any_wheel(args, message, tmp_path):
     fix = ["--fix", "transformers-moe-sentinel-router-grad"]
@@ -396,3 +400,22 @@ def test_a_base_without_fixmonos_dependencies_gets_them_in_the_environment(index
     assert installed(environment(bare, "fakeup", "1.0", index)) == {
         "fakeup": "1.0", "libcst": "1.1.0", "packaging": "23.0", "pyyaml": "6.0"}
     assert installed(environment(BASE, "fakeup", "1.0", index)) == {"fakeup": "1.0"}  # this base has them
+
+
+@pytest.mark.skipif(BASE.installed.get("jaxlib") is None, reason="needs jaxlib in this environment")
+def test_run_installed_every_fix_against_this_interpreters_releases(tmp_path):
+    """--run --installed: no wheel read; a compiled fix (XLA's, inside jaxlib) runs too, and its release is
+    jaxlib's (an empty dist name once made pip install '==0.11.2' on the H100)."""
+    proc = subprocess.run([sys.executable, "-m", "fixmono.cli.drift", "--run", "--installed", "--json",
+                           "--fix", "jaxlib-rocm-plugin-discovery", "--fix", "xla-rocm-miopen-global-mutex"],
+                          capture_output=True, text=True, timeout=600,
+                          env=child_env({**os.environ, "FIXMONO_CACHE": str(tmp_path)}))
+    assert proc.returncode == 0, proc.stderr
+    runs = {fix: rs[0] for fix, rs in json.loads(proc.stdout)["runs"].items()}
+    jaxlib = BASE.installed["jaxlib"]
+    assert (runs["jaxlib-rocm-plugin-discovery"]["version"], runs["xla-rocm-miopen-global-mutex"]["version"]) == \
+        (jaxlib, jaxlib)
+    assert runs["xla-rocm-miopen-global-mutex"]["static"] == "compiled"
+    assert not any(r["detail"].startswith("no environment") for r in runs.values())
+    assert runs["jaxlib-rocm-plugin-discovery"]["verdict"] in ("reproduced", "not-reproduced")
+    assert not (tmp_path / "wheels").exists() and not (tmp_path / "envs").exists()

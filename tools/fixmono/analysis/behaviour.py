@@ -31,6 +31,7 @@ from fixmono.analysis.envs import Base, EnvironmentFailed, discard, environment
 from fixmono.analysis.still_needed import CANNOT_RUN, FIXED_UPSTREAM, STILL_NEEDED, check
 from fixmono.model.fix import Fix
 from fixmono.model.projects import PROJECTS
+from fixmono.sources.installed import dist_name
 
 REPRODUCED, NOT_REPRODUCED, LOST = "reproduced", "not-reproduced", "lost"
 VERDICTS = {STILL_NEEDED: REPRODUCED, FIXED_UPSTREAM: NOT_REPRODUCED, CANNOT_RUN: CANNOT_RUN}
@@ -94,7 +95,7 @@ def run_one(fix: Fix, version: str, static: str, bases: list[Base], timeout: flo
 def run_here(fix: Fix, version: str, static: str, bases: list[Base], timeout: float, pip_args: list[str],
              progress) -> Run:
     start = time.monotonic()
-    dist = PROJECTS[fix.upstream].dist
+    dist = dist_name(PROJECTS[fix.upstream])  # XLA ships inside jaxlib
     refused = []
     for base in bases:
         try:
@@ -124,7 +125,7 @@ def run_matrix(statics: dict, fixes: list[Fix], bases: list[Base], jobs: int, ti
     by_id = {f.id: f for f in fixes}
 
     def release(fix_id: str, version: str) -> tuple[str, str]:
-        return PROJECTS[by_id[fix_id].upstream].dist, version
+        return dist_name(PROJECTS[by_id[fix_id].upstream]), version
 
     left = collections.Counter(release(fix_id, c.version) for fix_id, cells in statics.items() for c in cells)
     counting = threading.Lock()
