@@ -419,3 +419,21 @@ def test_run_installed_every_fix_against_this_interpreters_releases(tmp_path):
     assert not any(r["detail"].startswith("no environment") for r in runs.values())
     assert runs["jaxlib-rocm-plugin-discovery"]["verdict"] in ("reproduced", "not-reproduced")
     assert not (tmp_path / "wheels").exists() and not (tmp_path / "envs").exists()
+
+
+def test_parallel_reproducers_share_the_cores_unless_told(monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    seen = []
+    monkeypatch.setattr(behaviour, "run_one", lambda *a: seen.append(os.environ.get("OMP_NUM_THREADS")) or
+                        behaviour.Run("1.0", "applied", "reproduced", "", "", 0.0))
+    fix = sentinel_fix()
+    cells = {fix.id: [Cell("1.0", "applied", "", "n/a")]}
+    behaviour.run_matrix(cells, [fix], [BASE], 4, 60, [])
+    behaviour.run_matrix(cells, [fix], [BASE], 1, 60, [])
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    behaviour.run_matrix(cells, [fix], [BASE], 4, 60, [])
+    assert seen == ["2", None, "3"] and os.environ["OMP_NUM_THREADS"] == "3"
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    behaviour.run_matrix(cells, [fix], [BASE], 4, 60, [])
+    assert "OMP_NUM_THREADS" not in os.environ  # put back as it was

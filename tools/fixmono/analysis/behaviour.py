@@ -17,8 +17,9 @@ reused by the next run with the same inputs (results.py; --fresh runs again).
 from __future__ import annotations
 
 import collections
-import dataclasses
 import concurrent.futures
+import dataclasses
+import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -143,6 +144,7 @@ def run_matrix(statics: dict, fixes: list[Fix], bases: list[Base], jobs: int, ti
 
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=jobs)
     futures = {}
+    threads = shared_cores(jobs)
     try:
         for fix_id, cells in statics.items():
             for c in cells:
@@ -154,8 +156,25 @@ def run_matrix(statics: dict, fixes: list[Fix], bases: list[Base], jobs: int, ti
         processes.stop_all()
         pool.shutdown(wait=True)  # the workers remove what they were building
         raise
+    finally:
+        threads.close()
     pool.shutdown(wait=True)
     return out
+
+
+class shared_cores:
+    """With N reproducers at a time, each gets cores/N threads (OMP_NUM_THREADS, which torch
+    reads), unless the caller set it: N torch processes each using every core slowed the
+    transformers reproducers 3-10x on 2 cores. Undone by close()."""
+
+    def __init__(self, jobs: int):
+        self.was = os.environ.get("OMP_NUM_THREADS")
+        if jobs > 1 and self.was is None:
+            os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // jobs))
+
+    def close(self) -> None:
+        if self.was is None:
+            os.environ.pop("OMP_NUM_THREADS", None)
 
 
 def summary(runs: dict[str, list[Run]]) -> str:
