@@ -371,6 +371,7 @@ def test_ctrl_c_while_pip_builds_leaves_no_pip_and_no_half_environment(tmp_path)
     (["--run", "--installed", "--versions", "transformers=5.8.0"], "--installed runs against this interpreter"),
     (["--run", "--retries", "-1"], "--retries -1: must be 0 or more"),
     (["--ray", "auto"], "--ray is for --run"),
+    (["--run", "--ray", "127.0.0.1:1"], "--ray 127.0.0.1:1: no Ray cluster at 127.0.0.1:1"),  # not minutes
 ])
 def test_bad_run_arguments_are_one_line_before_any_wheel(args, message, tmp_path):
     fix = ["--fix", "transformers-moe-sentinel-router-grad"]

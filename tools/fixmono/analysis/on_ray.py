@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
+import socket
 import sys
 import time
 
@@ -36,6 +38,7 @@ from fixmono.model.fix import Fix
 
 CHECK_EVERY = 2.0  # seconds between looks at which nodes are alive, while cells wait
 CANCEL_GRACE = 15.0  # seconds a cancelled task has to clean up before it is forced
+CONNECT_TIMEOUT = 10.0  # seconds to reach the cluster's GCS port
 
 
 def ray_module():
@@ -46,9 +49,22 @@ def ray_module():
     return ray
 
 
+def reachable(address: str) -> None:
+    """A HOST:PORT with nothing listening is one line at once: ray.init would wait minutes for its GCS."""
+    given = os.environ.get("RAY_ADDRESS", "") if address == "auto" else address
+    host, sep, port = given.rpartition(":")
+    if not sep or "://" in given or not port.isdigit():
+        return  # 'auto' without RAY_ADDRESS, ray:// clients: Ray's own check
+    try:
+        socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT).close()
+    except OSError as err:
+        raise UserError(f"--ray {address}: no Ray cluster at {given} ({err.strerror or err})") from None
+
+
 def connect(address: str):
     """ray.init for `address` ('auto': RAY_ADDRESS or the local cluster); one line if there is none."""
     ray = ray_module()
+    reachable(address)
     try:
         ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR, include_dashboard=False)
     except (ConnectionError, RuntimeError, ValueError) as err:
