@@ -438,3 +438,18 @@ def test_parallel_reproducers_share_the_cores_unless_told(monkeypatch):
     monkeypatch.delenv("OMP_NUM_THREADS")
     behaviour.run_matrix(cells, [fix], [BASE], 4, 60, [])
     assert "OMP_NUM_THREADS" not in os.environ  # put back as it was
+
+
+def test_a_verdict_is_kept_for_the_same_inputs_only(monkeypatch):
+    from fixmono.analysis import results
+
+    fix = sentinel_fix()
+    first = results.key(fix, "5.8.0", ["a"])
+    assert first == results.key(fix, "5.8.0", ["a"])
+    assert len({first, results.key(fix, "5.9.0", ["a"]), results.key(fix, "5.8.0", ["b"]),
+                results.key(next(f for f in discover() if f.id != fix.id), "5.8.0", ["a"])}) == 4
+    monkeypatch.setattr(results, "fix_source", lambda f: "edited")
+    assert results.key(fix, "5.8.0", ["a"]) != first  # the fix's folder changed
+    monkeypatch.undo()
+    monkeypatch.setattr(results, "runner_source", lambda: "edited")
+    assert results.key(fix, "5.8.0", ["a"]) != first  # the code that runs reproducers changed

@@ -1,7 +1,8 @@
 """What a behavioural run carries besides its verdict: where it ran (host,
 Ray node, accelerator and driver), and a cache of verdicts so that a second
 run with the same inputs reuses them. A verdict is kept under (the source
-of the fix's folder, the release, the backend, the interpreters); only real
+of the fix's folder and of the code that runs reproducers, the release, the
+backend, the interpreters); only real
 verdicts are kept, never `cannot-run-here` (pip's or the network's reason
 may be gone next time)."""
 from __future__ import annotations
@@ -33,8 +34,20 @@ def fix_source(fix: Fix) -> str:
     return digest.hexdigest()
 
 
+@functools.lru_cache(maxsize=1)
+def runner_source() -> str:
+    """sha256 of what runs every reproducer (the runtime, the environments, the verdict's reading):
+    a change there runs every cell again."""
+    package = Path(__file__).resolve().parent.parent
+    digest = hashlib.sha256()
+    for path in [*sorted((package / "runtime").glob("*.py")), package / "analysis" / "envs.py",
+                 package / "analysis" / "still_needed.py"]:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
 def key(fix: Fix, version: str, interpreters: list[str]) -> str:
-    text = json.dumps([FORMAT, fix.id, fix_source(fix), version, fix.repro_needs, interpreters])
+    text = json.dumps([FORMAT, fix.id, fix_source(fix), runner_source(), version, fix.repro_needs, interpreters])
     return hashlib.sha256(text.encode()).hexdigest()
 
 
