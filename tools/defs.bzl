@@ -7,12 +7,23 @@ It declares, from the files in the fix folder:
   :test_*      one py_test per test_*.py, run under pytest
 
 Tags mark what a test needs: gpu, rocm, cuda (hardware), network (downloads
-wheels), slow. .bazelrc filters the hardware tags out by default.
+wheels), slow. .bazelrc filters the hardware tags out by default; with
+--config=rbe a rocm or cuda target asks the Remote Execution service for a
+worker of that pool (exec_properties).
 """
 
 PYTEST_MAIN = "//tools:pytest_main.py"
 CASES_TEST = "//tools:fix_cases_test.py"
 RUN_MODULE = "//tools:run_module.py"
+
+# The worker pool a Remote Execution service sends an action to (the "Pool" key of
+# BuildBuddy and Google RBE; other services name it differently). Ignored when
+# actions run locally, but part of their cache key.
+def backend_exec_properties(tags):
+    for backend in ("rocm", "cuda"):
+        if backend in tags:
+            return {"Pool": backend}
+    return {}
 
 def fix_module(test_tags = {}, test_deps = [], repro_tags = [], deps = [], data = [], size = "medium"):
     pkg = native.package_name()
@@ -32,6 +43,7 @@ def fix_module(test_tags = {}, test_deps = [], repro_tags = [], deps = [], data 
         args = [module + ".repro"],
         deps = [":lib"],
         tags = repro_tags,
+        exec_properties = backend_exec_properties(repro_tags),
     )
     native.py_test(
         name = "cases_test",
@@ -50,6 +62,7 @@ def fix_module(test_tags = {}, test_deps = [], repro_tags = [], deps = [], data 
             args = ["$(location %s)" % src],
             deps = [":lib", "//tools:testing"] + test_deps,
             tags = test_tags.get(name, []),
+            exec_properties = backend_exec_properties(test_tags.get(name, [])),
             size = size,
         )
 
@@ -65,5 +78,6 @@ def pytest_test(name, srcs, deps = [], data = [], tags = [], size = "medium", ne
         deps = deps,
         data = data,
         tags = tags + (["network", "requires-network"] if network else []),
+        exec_properties = backend_exec_properties(tags),
         size = "large" if network else size,
     )

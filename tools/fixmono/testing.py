@@ -185,11 +185,12 @@ NGINX = "/usr/sbin/nginx"
 
 
 @contextlib.contextmanager
-def nginx(root: Path, ranges: bool = True, timeout: float = 30.0):
+def nginx(root: Path, ranges: bool = True, webdav: bool = False, timeout: float = 30.0):
     """A real HTTP server on 127.0.0.1 serving `root` (nginx from the Debian
     package, one process, no daemon); yields (base URL, access log path). The
     log has one line per request: status, Range header, body bytes sent, URI.
-    `ranges=False`: byte ranges are not served (every answer is the whole file)."""
+    `ranges=False`: byte ranges are not served (every answer is the whole file).
+    `webdav=True`: PUT stores the body under `root` (Bazel's HTTP remote cache)."""
     work = Path(tempfile.mkdtemp(prefix="fixmono-nginx-"))
     for sub in ("client", "proxy", "fastcgi", "uwsgi", "scgi"):
         (work / sub).mkdir()
@@ -213,6 +214,7 @@ http {{
         listen 127.0.0.1:{port};
         root {root};
         max_ranges {"16" if ranges else "0"};
+        {"dav_methods PUT; create_full_put_path on; dav_access user:rw; client_max_body_size 0;" if webdav else ""}
     }}
 }}
 """)
