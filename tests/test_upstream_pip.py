@@ -69,11 +69,13 @@ def test_real_wheels_main_job(tmp_path):
     assert bn["status"] == "not-applicable" and "pass --upstream <pytorch git checkout>" in bn["detail"]
     statuses = {r["fix"]: r["status"] for run_ in runs.values() for r in run_["results"]}
     # the fixes the default releases carry Python for: applied, or already-applied where the release has the fix
-    assert {k: statuses[k] for k in ("pytorch-memory-budget-rng-recompute", "jax-cudnn-gqa-kv-offsets",
-                                     "jaxlib-rocm-plugin-discovery", "transformers-moe-sentinel-router-grad")} == {
-        "pytorch-memory-budget-rng-recompute": "applied", "jax-cudnn-gqa-kv-offsets": "applied",
-        "jaxlib-rocm-plugin-discovery": "applied", "transformers-moe-sentinel-router-grad": "already-applied"}
-    assert (tmp_path / "o" / "pytorch" / "series").read_text() == "0001-pytorch-memory-budget-rng-recompute.patch\n"
+    expected = {"pytorch-memory-budget-rng-recompute": "applied", "pytorch-inductor-mix-order-cat-grad": "applied",
+                "jax-cudnn-gqa-kv-offsets": "applied", "jaxlib-rocm-plugin-discovery": "applied",
+                "transformers-moe-sentinel-router-grad": "already-applied",
+                "transformers-moe-router-double-softmax": "already-applied"}
+    assert {k: statuses[k] for k in expected} == expected
+    assert (tmp_path / "o" / "pytorch" / "series").read_text() == \
+        "0001-pytorch-inductor-mix-order-cat-grad.patch\n0002-pytorch-memory-budget-rng-recompute.patch\n"
     for project in ("jax", "jaxlib", "transformers"):
         assert (tmp_path / "o" / project / "series").read_text().strip(), project
     (xla,) = runs["xla"]["results"]  # no wheel carries XLA's C++
