@@ -84,6 +84,37 @@ def test_results_shared_between_clones(work):
         assert requests, "nothing reached the cache server"
 
 
+def test_a_cache_behind_basic_auth(work):
+    """Credentials in the endpoint's URL (user:password@) reach the server: with them a clone fills the
+    cache and another takes the result from it; without them nginx answers 401, Bazel warns, the test
+    runs here and nothing is uploaded."""
+    with nginx(work / "cache", webdav=True, basic_auth=("ci", "s3cret")) as (url, log):
+        with_credentials = url.replace("http://", "http://ci:s3cret@")
+        clones = rcc.Clones(work, with_credentials, timeout=600)
+        try:
+            for name in ("a", "b"):
+                rcc.copy_worktree(rcc.ROOT, work / name)
+            a, out_a = clones.test(work / "a", SAMPLE[:1])
+            assert hows(a) == {SAMPLE[0]: ("PASSED", "executed")}, out_a[-3000:]
+            filled = rcc.cache_contents(work / "cache")["action_results"]
+            assert filled >= 1
+            b, out_b = clones.test(work / "b", SAMPLE[:1], env={"FIXMONO_REMOTE_CACHE": url})  # no credentials
+            assert hows(b) == {SAMPLE[0]: ("PASSED", "executed")}, out_b[-3000:]
+            assert "WARNING: Reading from Remote Cache:" in out_b, out_b[-3000:]
+            assert rcc.cache_contents(work / "cache")["action_results"] == filled  # the refused upload left nothing
+            changed = work / "b" / "tests" / "test_test_summary.py"  # B's own cache has it now: run a new key
+            changed.write_text((work / "a" / "tests" / "test_test_summary.py").read_text() + "\n# b\n")
+            (work / "a" / "tests" / "test_test_summary.py").write_text(changed.read_text())
+            a2, out_a2 = clones.test(work / "a", SAMPLE[:1])
+            b2, out_b2 = clones.test(work / "b", SAMPLE[:1])
+            assert hows(a2) == {SAMPLE[0]: ("PASSED", "executed")}, out_a2[-3000:]
+            assert hows(b2) == {SAMPLE[0]: ("PASSED", "remote")}, out_b2[-3000:]
+        finally:
+            clones.close()
+        statuses = [line.split()[0] for line in log.read_text().splitlines()]
+        assert "401" in statuses and "200" in statuses
+
+
 def test_remote_cache_without_endpoint_is_one_line(work):
     rcc.copy_worktree(rcc.ROOT, work / "a")
     clones = rcc.Clones(work, cache_url="", timeout=300)

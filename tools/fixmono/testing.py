@@ -185,12 +185,14 @@ NGINX = "/usr/sbin/nginx"
 
 
 @contextlib.contextmanager
-def nginx(root: Path, ranges: bool = True, webdav: bool = False, timeout: float = 30.0):
+def nginx(root: Path, ranges: bool = True, webdav: bool = False, basic_auth: tuple[str, str] | None = None,
+          timeout: float = 30.0):
     """A real HTTP server on 127.0.0.1 serving `root` (nginx from the Debian
     package, one process, no daemon); yields (base URL, access log path). The
     log has one line per request: status, Range header, body bytes sent, URI.
     `ranges=False`: byte ranges are not served (every answer is the whole file).
-    `webdav=True`: PUT stores the body under `root` (Bazel's HTTP remote cache)."""
+    `webdav=True`: PUT stores the body under `root` (Bazel's HTTP remote cache).
+    `basic_auth=(user, password)`: every request needs those credentials (401 otherwise)."""
     work = Path(tempfile.mkdtemp(prefix="fixmono-nginx-"))
     for sub in ("client", "proxy", "fastcgi", "uwsgi", "scgi"):
         (work / sub).mkdir()
@@ -198,6 +200,10 @@ def nginx(root: Path, ranges: bool = True, webdav: bool = False, timeout: float 
     # as root nginx hands its temporary folders to `nobody`; in a sandbox's user namespace that
     # uid may not exist: keep them the running user's
     user = "user root root;" if os.getuid() == 0 else ""
+    auth = ""
+    if basic_auth:
+        (work / "htpasswd").write_text(f"{basic_auth[0]}:{{PLAIN}}{basic_auth[1]}\n")
+        auth = f'auth_basic "fixmono"; auth_basic_user_file {work}/htpasswd;'
     (work / "nginx.conf").write_text(f"""
 {user}
 worker_processes 1;
@@ -215,6 +221,7 @@ http {{
         root {root};
         max_ranges {"16" if ranges else "0"};
         {"dav_methods PUT; create_full_put_path on; dav_access user:rw; client_max_body_size 0;" if webdav else ""}
+        {auth}
     }}
 }}
 """)
