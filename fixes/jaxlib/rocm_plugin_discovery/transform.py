@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from fixmono.engines.python import PythonTransform, SiteTransformer, find_all
+from fixmono.engines.python import PythonTransform, SiteTransformer, code, find_all
 
 NAMES = "_PLUGIN_MODULE_NAMES"
 HELPER = "_plugin_module_names"
@@ -43,9 +43,6 @@ _HELPER_SOURCE = f'''def {HELPER}(plugin_name: str) -> list[str]:
   return names
 '''
 
-
-def code(node: cst.CSTNode) -> str:
-    return cst.Module([]).code_for_node(node)
 
 
 def rocm_list(module: cst.Module) -> list[str] | None:

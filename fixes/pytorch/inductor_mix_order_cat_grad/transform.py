@@ -20,16 +20,13 @@ from __future__ import annotations
 
 import libcst as cst
 
-from fixmono.engines.python import PythonTransform, SiteTransformer, dotted_name, find_all, module_binds
+from fixmono.engines.python import LinePlanTransformer, PythonTransform, code, dotted_name, find_all, module_binds
 
 FUNCTION = "SIMDScheduling._codegen_mix_order_reduction"
 BUFFER, REDUCE = "written_through", "reduce_expr"
 WHY = ("# a view into another buffer (e.g. a cat destination): write through it; rebinding the name "
        "leaves that region never written (pytorch/pytorch#193061)")
 
-
-def code(node: cst.CSTNode) -> str:
-    return cst.Module([]).code_for_node(node)
 
 
 def is_partial_accum_loop(node: cst.CSTNode) -> bool:
@@ -65,23 +62,19 @@ def already_writes_through(loop: cst.For) -> bool:
         isinstance(n, cst.Attribute) and n.attr.value == "NonOwningLayout" for n in find_all(loop, cst.Attribute))
 
 
-class WriteThroughNonOwningOutputs(SiteTransformer):
+class WriteThroughNonOwningOutputs(LinePlanTransformer):
     def __init__(self) -> None:
         super().__init__()
-        self._plan: dict = {}
         self._imports_ir = False
 
     def visit_Module(self, node: cst.Module) -> bool:
         self._imports_ir = module_binds(node, "ir")
         return True
 
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        super().visit_FunctionDef(node)
-        if self.qualname == FUNCTION:
-            self._plan = self._decide(node)
-        return True
+    def targets(self, qualname: str) -> bool:
+        return qualname == FUNCTION
 
-    def _decide(self, function: cst.FunctionDef) -> dict:
+    def plan(self, function: cst.FunctionDef) -> dict:
         loops = [n for n in find_all(function, cst.For) if is_partial_accum_loop(n)  # not the renaming loop
                  and any(writeline(line) for line in find_all(n, cst.SimpleStatementLine))]
         if not loops:
@@ -121,18 +114,7 @@ class WriteThroughNonOwningOutputs(SiteTransformer):
         branch = branch.with_changes(orelse=cst.Else(body=cst.IndentedBlock(
             body=[lines[0].with_changes(leading_lines=[])])))
         lookup = cst.parse_statement(f"{BUFFER} = V.graph.get_buffer(buffer_name)\n")
-        return {"line": lines[0], "with": [lookup.with_changes(leading_lines=lines[0].leading_lines),
-                                           branch]}
-
-    def leave_SimpleStatementLine(self, original, updated):
-        if original is self._plan.get("line"):
-            return cst.FlattenSentinel(self._plan["with"])
-        return updated
-
-    def leave_FunctionDef(self, original, updated):
-        if self.qualname == FUNCTION:
-            self._plan = {}
-        return super().leave_FunctionDef(original, updated)
+        return {lines[0]: [lookup.with_changes(leading_lines=lines[0].leading_lines), branch]}
 
 
 TRANSFORM = PythonTransform(WriteThroughNonOwningOutputs, description="write mix-order final reduces through views",

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from fixmono.engines.python import PythonTransform, SiteTransformer, dotted_name, find_all
+from fixmono.engines.python import LinePlanTransformer, PythonTransform, dotted_name, find_all
 
 FUNCTION = "scan_autograd"
 FLIPPED = "flipped"
@@ -38,18 +38,11 @@ def traces_partitioned_graph(line: cst.SimpleStatementLine) -> str | None:
     return None
 
 
-class TraceWithInitRequiringGrad(SiteTransformer):
-    def __init__(self) -> None:
-        super().__init__()
-        self._plan: dict = {}
+class TraceWithInitRequiringGrad(LinePlanTransformer):
+    def targets(self, qualname: str) -> bool:
+        return qualname == FUNCTION
 
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        super().visit_FunctionDef(node)
-        if self.qualname == FUNCTION:
-            self._plan = self._decide(node)
-        return True
-
-    def _decide(self, function: cst.FunctionDef) -> dict:
+    def plan(self, function: cst.FunctionDef) -> dict:
         traces = [(line, init) for line in find_all(function, cst.SimpleStatementLine)
                   if (init := traces_partitioned_graph(line))]
         if not traces:
@@ -76,18 +69,8 @@ class TraceWithInitRequiringGrad(SiteTransformer):
         body = list(guarded.body.body)
         body[-1] = line.with_changes(leading_lines=[])  # the trace itself, in place of `pass`
         guarded = guarded.with_changes(body=guarded.body.with_changes(body=body))
-        return {"line": line, "with": [head.with_changes(leading_lines=[
-            *line.leading_lines, cst.EmptyLine(comment=cst.Comment(WHY))]), guarded]}
-
-    def leave_SimpleStatementLine(self, original, updated):
-        if original is self._plan.get("line"):
-            return cst.FlattenSentinel(self._plan["with"])
-        return updated
-
-    def leave_FunctionDef(self, original, updated):
-        if self.qualname == FUNCTION:
-            self._plan = {}
-        return super().leave_FunctionDef(original, updated)
+        return {line: [head.with_changes(leading_lines=[*line.leading_lines, cst.EmptyLine(comment=cst.Comment(WHY))]),
+                       guarded]}
 
 
 TRANSFORM = PythonTransform(TraceWithInitRequiringGrad, description="trace scan's joint graph with init requiring grad",

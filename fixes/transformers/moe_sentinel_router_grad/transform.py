@@ -21,15 +21,12 @@ from __future__ import annotations
 
 import libcst as cst
 
-from fixmono.engines.python import PythonTransform, SiteTransformer, dotted_name, find_all
+from fixmono.engines.python import LinePlanTransformer, PythonTransform, code, dotted_name, find_all
 
 FUNCTION = "batched_mm_experts_forward"
 MASK = "sentinel_mask"
 WHY = "# EP sentinel slots: keep them out of the router gradient (huggingface/transformers#48687)"
 
-
-def code(node: cst.CSTNode) -> str:
-    return cst.Module([]).code_for_node(node)
 
 
 def clamp_call(stmt: cst.BaseSmallStatement) -> tuple[str, cst.Call] | None:
@@ -103,18 +100,11 @@ def with_comment(stmt: str) -> cst.SimpleStatementLine:
     return line.with_changes(leading_lines=[cst.EmptyLine(comment=cst.Comment(WHY))])
 
 
-class MaskSentinelRoutingWeights(SiteTransformer):
-    def __init__(self) -> None:
-        super().__init__()
-        self._plan: dict = {}
+class MaskSentinelRoutingWeights(LinePlanTransformer):
+    def targets(self, qualname: str) -> bool:
+        return qualname == FUNCTION
 
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        super().visit_FunctionDef(node)
-        if node.name.value == FUNCTION and self.qualname == FUNCTION:
-            self._plan = self._decide(node)
-        return True
-
-    def _decide(self, function: cst.FunctionDef) -> dict:
+    def plan(self, function: cst.FunctionDef) -> dict:
         lines = [line for line in find_all(function, cst.SimpleStatementLine) if len(line.body) == 1]
         clamps = [(line, found) for line in lines if (found := clamp_call(line.body[0]))]
         if not clamps:
@@ -140,21 +130,9 @@ class MaskSentinelRoutingWeights(SiteTransformer):
             self.problems.append(f"{FUNCTION}: the name {MASK} is taken; cannot add the mask")
             return {}
         self.change("sentinel slots masked")
-        return {"clamp": clamp_line, "product": products[0],
-                "mask": with_comment(f"{MASK} = {ids} >= {experts}"),
-                "fill": with_comment(f"{weights} = {weights}.masked_fill({MASK}, 0.0)")}
-
-    def leave_SimpleStatementLine(self, original, updated):
-        if original is self._plan.get("clamp"):
-            return cst.FlattenSentinel([self._plan["mask"], updated])
-        if original is self._plan.get("product"):
-            return cst.FlattenSentinel([self._plan["fill"], updated])
-        return updated
-
-    def leave_FunctionDef(self, original, updated):
-        if original.name.value == FUNCTION:
-            self._plan = {}
-        return super().leave_FunctionDef(original, updated)
+        mask = with_comment(f"{MASK} = {ids} >= {experts}")
+        fill = with_comment(f"{weights} = {weights}.masked_fill({MASK}, 0.0)")
+        return {clamp_line: lambda updated: [mask, updated], products[0]: lambda updated: [fill, updated]}
 
 
 TRANSFORM = PythonTransform(MaskSentinelRoutingWeights, description="mask EP sentinel slots' routing weights",

@@ -63,6 +63,44 @@ class SiteTransformer(cst.CSTTransformer):
         return updated
 
 
+class LinePlanTransformer(SiteTransformer):
+    """A transformer that decides, on entering each function it targets, which
+    of its statement lines to replace, and replaces them on the way out.
+
+    Subclasses give targets(qualname) and plan(function), which counts the site
+    (change/found/problems) and returns {original line: replacement}: a line, a
+    list of lines, or a callable given the updated line that returns either."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._plan: dict = {}
+
+    def targets(self, qualname: str) -> bool:
+        raise NotImplementedError
+
+    def plan(self, function: cst.FunctionDef) -> dict:
+        raise NotImplementedError
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        super().visit_FunctionDef(node)
+        if self.targets(self.qualname):
+            self._plan = self.plan(node)
+        return True
+
+    def leave_SimpleStatementLine(self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine):
+        replacement = self._plan.get(original)  # nodes hash by identity
+        if replacement is None:
+            return updated
+        if callable(replacement):
+            replacement = replacement(updated)
+        return cst.FlattenSentinel(replacement) if isinstance(replacement, (list, tuple)) else replacement
+
+    def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef):
+        if self.targets(self.qualname):
+            self._plan = {}
+        return super().leave_FunctionDef(original, updated)
+
+
 class PythonTransform:
     """Adapts a SiteTransformer factory to the Transform protocol."""
 
@@ -140,6 +178,11 @@ def module_binds(module: cst.Module, name: str) -> bool:
                     isinstance(t.target, cst.Name) and t.target.value == name for t in small.targets):
                 return True
     return False
+
+
+def code(node: cst.CSTNode) -> str:
+    """The source text of one node."""
+    return cst.Module([]).code_for_node(node)
 
 
 def find_all(node: cst.CSTNode, kind: type) -> list:
