@@ -3,13 +3,16 @@ addmm_out_cuda_impl, follow every assignment that feeds disable_addmm_cuda_lt
 (through local variables). The gate is gone when nothing feeding it reads the
 preferred BLAS backend, so the cuBLASLt epilogue is taken on both backend
 paths (cuBLAS and cuBLASLt preferred) alike; the env-var and eligibility
-checks must still feed it."""
+checks must still feed it. Then the compile check: the patched file compiled
+(g++ -fsyntax-only) with the installed torch's headers and the CUDA toolkit's,
+the unpatched one first (engines/compile_check.py)."""
 from __future__ import annotations
 
 from typing import Mapping
 
 from .fix import TARGET
 from .transform import FLAG, FUNCTION, KEEP
+from fixmono.engines.compile_check import compile_check, torch_headers
 from fixmono.engines.cpp import CppDocument, walk
 
 NAME_NODES = ("identifier", "field_identifier")
@@ -63,4 +66,4 @@ def check(before: Mapping[str, str], after: Mapping[str, str]) -> str | None:
     missing = [k for k in KEEP if k not in names]
     if missing:
         return f"{FLAG} no longer depends on {', '.join(missing)}: the edit removed more than the gate"
-    return None
+    return compile_check(before[TARGET], after[TARGET], TARGET, torch_headers(cuda=True))

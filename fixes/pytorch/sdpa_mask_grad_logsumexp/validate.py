@@ -4,12 +4,16 @@ in the case) is evaluated over every combination of grad mode, q/k/v
 requiring grad, mask present and mask requiring grad, with the helper as the
 file defines it (q/k/v requires_grad && grad mode). Logsumexp must be asked for
 exactly when grad mode is on and something that needs a gradient through the
-kernel (q, k, v or the mask) requires one."""
+kernel (q, k, v or the mask) requires one. Then the compile check: the patched
+file compiled (g++ -fsyntax-only) with the installed torch's headers, the
+unpatched one first (engines/compile_check.py)."""
 from __future__ import annotations
 
 import itertools
 import re
 from typing import Mapping
+
+from fixmono.engines.compile_check import compile_check, torch_headers
 
 TARGET = "aten/src/ATen/native/transformers/attention.cpp"
 TERMS = (  # C++ predicate -> Python name, applied in order
@@ -55,4 +59,6 @@ def check(before: Mapping[str, str], after: Mapping[str, str]) -> str | None:
         want = grad_mode and (qkv_grad or mask_grad)
         if got != want:
             wrong.append(f"grad_mode={grad_mode} qkv_grad={qkv_grad} mask_grad={mask_grad}: {got}")
-    return f"logsumexp decision wrong for {len(wrong)} case(s), e.g. {wrong[0]}" if wrong else None
+    if wrong:
+        return f"logsumexp decision wrong for {len(wrong)} case(s), e.g. {wrong[0]}"
+    return compile_check(before[TARGET], after[TARGET], TARGET, torch_headers())

@@ -7,7 +7,7 @@ import dataclasses
 from fixmono.apply.contract import apply_fix
 from fixmono.apply.revert import confirm_reverted, revert_through_git
 from fixmono.model.errors import Unreadable
-from fixmono.model.fix import Fix
+from fixmono.model.fix import Fix, ValidationNote
 from fixmono.model.outcome import FixOutcome, Status
 from fixmono.sources.upstream import Source
 
@@ -38,7 +38,9 @@ def run(source: Source, fixes: list[Fix], validate: bool = False, progress=lambd
         if outcome.status is Status.APPLIED and validate and fix.validate:
             before = {path: read(path).decode("utf-8") for path in outcome.new_files if read(path) is not None}
             problem = fix.validate(before, outcome.new_files)
-            if problem:
+            if isinstance(problem, ValidationNote):
+                outcome = dataclasses.replace(outcome, detail=f"{outcome.detail}; validated: {problem}")
+            elif problem:
                 outcome = FixOutcome(fix, Status.FAILED, f"validation: {problem}", outcome.files)
         if outcome.status is Status.APPLIED:
             patched.update(outcome.new_files)

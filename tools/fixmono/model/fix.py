@@ -163,6 +163,12 @@ class ReproResult:
     needs: str | None = None  # backend the real mechanism needs, when not here
 
 
+class ValidationNote(str):
+    """What a fix's validate() returns when it found no problem but has
+    something to say (what a compile check showed, or why it could not run):
+    added to the outcome's detail, never a failure."""
+
+
 @dataclass(frozen=True)
 class HotFix:
     """The runtime form of a fix, for stacks that cannot be rebuilt.
@@ -209,7 +215,8 @@ class Fix:
     # Behavioural check for --validate: validate(before, after), the texts of
     # the files the fix changes ({path: text}) before and after it; returns a
     # problem (one line) or None. It runs no more of the upstream's code than
-    # it says (e.g. one patched function, against a double).
+    # it says (e.g. one patched function, against a double). A ValidationNote
+    # returned is not a problem: it is added to the detail.
     validate: Callable[[Mapping[str, str], Mapping[str, str]], str | None] | None = None
     # The backend the reproducer needs to show the mechanism ("cpu", "cuda",
     # "rocm"; "" when there is none): the behavioural matrix (drift --run)
