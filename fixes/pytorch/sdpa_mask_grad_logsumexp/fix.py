@@ -48,6 +48,8 @@ CASES = (
                                 "          (at::GradMode::is_enabled() && attn_mask.has_value() && "
                                 "attn_mask.value().requires_grad());")),
     Case("already fixed by this transformation", expect="already-applied", before=_dispatch(decision=_fixed())),
+    Case("upstream's fix (#188302): a helper that also takes the mask", expect="already-applied",
+         before=_dispatch(decision="should_compute_logsumexp_with_attn_mask(query_, key, value, attn_mask)")),
     Case("no dispatcher calling the helper (older torch)", expect="not-applicable",
          before="Tensor scaled_dot_product_attention(const Tensor& q) {\n  return q;\n}\n"),
     Case("helper called twice in the efficient case", expect="failed",

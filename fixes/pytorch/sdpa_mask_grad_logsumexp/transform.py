@@ -11,7 +11,10 @@ as upstream already does in the `overrideable` case.
 Anchored on the case label and the helper's call, never on line numbers; the
 mask is the dispatcher's `std::optional<Tensor>` parameter (its name read from
 the signature). Presence: the case already looks at the mask's requires_grad,
-or the helper takes the mask (PR #188302's shape).
+or the helper takes the mask, or the case calls upstream's own fix, PR #188302's
+`should_compute_logsumexp_with_attn_mask(query, key, value, attn_mask)` (in
+pytorch main from mid-2026: seen in fork snapshots whose attention.cpp compiles
+with torch 2.14.1's and 2.15.0's headers).
 """
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ from fixmono.engines.cpp import CppDocument, CppTransform, Edit, Plan, ancestors
 
 FUNCTION = "scaled_dot_product_attention"
 HELPER = "should_compute_logsumexp"
+UPSTREAM_HELPER = "should_compute_logsumexp_with_attn_mask"  # PR #188302
 CASE = "efficient_attention"
 MASK_GRAD = re.compile(r"\b\w*mask\w*\s*(?:->|\.value\(\)\s*\.)\s*requires_grad\(\)")
 
@@ -58,7 +62,11 @@ class MaskGradNeedsLogsumexp(CppTransform):
             plan.problems.append(f"{len(dispatchers)} definitions of {FUNCTION} call {HELPER}")
             return plan
         function = dispatchers[0]
-        calls = [c for c in doc.calls(function, HELPER) if (case_of(doc, c) or "").endswith("::" + CASE)]
+        in_case = lambda c: (case_of(doc, c) or "").endswith("::" + CASE)  # noqa: E731
+        if any(in_case(c) for c in doc.calls(function, UPSTREAM_HELPER)):
+            plan.found("the efficient case asks for logsumexp when the mask requires grad (upstream's helper)")
+            return plan
+        calls = [c for c in doc.calls(function, HELPER) if in_case(c)]
         if len(calls) != 1:
             plan.problems.append(f"expected one {HELPER}(...) in `case ...::{CASE}:`, found {len(calls)}")
             return plan

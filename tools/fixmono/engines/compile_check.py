@@ -23,12 +23,14 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from fixmono.analysis.processes import bounded
+from fixmono.model.errors import UserError
 from fixmono.model.fix import ValidationNote
 from fixmono.sources.upstream import cache_dir
 
 COMPILER = "g++"
 STANDARD = "c++20"  # torch 2.13's headers need it (default member initializers of bit-fields)
 TIMEOUT = 600.0
+HEADERS_VAR = "FIXMONO_TORCH_HEADERS"
 
 
 @dataclass(frozen=True)
@@ -42,16 +44,24 @@ class Headers:
 
 def torch_headers(cuda: bool = False) -> Headers | None:
     """The installed torch's headers (found without importing torch), or None;
+    FIXMONO_TORCH_HEADERS names another torch folder (the release a checkout is at).
     `cuda`: with the CUDA toolkit's headers too (the pip CUDA wheels' nvidia/*/include
     beside torch, and /usr/local/cuda/include), for the files of aten/src/ATen/native/cuda."""
-    spec = importlib.util.find_spec("torch")
-    if spec is None or not spec.origin:
-        return None
-    root = Path(spec.origin).parent
+    if chosen := os.environ.get(HEADERS_VAR):  # another release's torch folder (an unpacked wheel's torch/)
+        root = Path(chosen).expanduser()
+        if not (root / "include" / "ATen" / "ATen.h").is_file():
+            raise UserError(f"{HEADERS_VAR}={chosen}: no include/ATen/ATen.h there; give a torch package folder "
+                            "(site-packages/torch, or torch/ of an unpacked wheel)")
+    else:
+        spec = importlib.util.find_spec("torch")
+        if spec is None or not spec.origin:
+            return None
+        root = Path(spec.origin).parent
     include = root / "include"
     if not (include / "ATen" / "ATen.h").is_file():
         return None
-    version = re.search(r"__version__\s*=\s*['\"]([^'\"]+)", (root / "version.py").read_text(errors="replace"))
+    stamp = root / "version.py"
+    version = re.search(r"__version__\s*=\s*['\"]([^'\"]+)", stamp.read_text(errors="replace") if stamp.is_file() else "")
     label = f"torch {version.group(1) if version else '?'} headers ({include})"
     dirs = [include, include / "torch" / "csrc" / "api" / "include"]
     if cuda:
@@ -102,7 +112,8 @@ def compile_check(before: str, after: str, filename: str, headers: Headers | Non
     does), or a note saying what was checked or why nothing could be."""
     name = PurePosixPath(filename).name
     if headers is None:
-        return ValidationNote(f"compile check not run: no headers for {name} here (install the matching wheel)")
+        return ValidationNote(f"compile check not run: no headers for {name} here (install the matching wheel, "
+                              f"or set {HEADERS_VAR} to its torch folder)")
     if shutil.which(compiler) is None:
         return ValidationNote(f"compile check not run: no {compiler} here")
     try:
