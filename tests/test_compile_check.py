@@ -80,3 +80,13 @@ def test_make_patch_validate_compiles_the_sdpa_fix_on_our_fixture(tmp_path):
     (result,) = json.loads(run.stdout)["runs"][0]["results"]
     assert result["status"] == "applied", result
     assert "validated: the patched attention.cpp compiles with torch " in result["detail"], result
+
+
+def test_a_headers_folder_without_headers_is_one_line_and_exit_2(tmp_path):
+    repo = make_repo(tmp_path / "pytorch", catalogue_tree("pytorch"))
+    run = make_patch("pytorch-sdpa-mask-grad-logsumexp", "--upstream", str(repo), "--check", "--validate",
+                     env={"FIXMONO_TORCH_HEADERS": str(tmp_path)})
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert run.stderr.strip() == (f"make_patch: error: FIXMONO_TORCH_HEADERS={tmp_path}: no include/ATen/ATen.h "
+                                  "there; give a torch package folder (site-packages/torch, or torch/ of an "
+                                  "unpacked wheel)")
