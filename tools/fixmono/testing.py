@@ -120,6 +120,16 @@ def make_patch(*args: str, cwd: Path | None = None, env: dict | None = None) -> 
                           capture_output=True, text=True, env=full_env)
 
 
+def release_result(fix_id: str, dist: str, version: str) -> dict:
+    """The result of `make_patch FIX --upstream pip:DIST==VERSION --check --validate --json`
+    (pip's configured constraints lifted: a machine's cap must not hide a release)."""
+    run = make_patch(fix_id, "--upstream", f"pip:{dist}=={version}", "--check", "--validate", "--json",
+                     env={"PIP_CONSTRAINT": os.devnull})
+    assert run.stdout.startswith("{"), run.stderr
+    (result,) = json.loads(run.stdout)["runs"][0]["results"]
+    return result
+
+
 def write_wheel(directory: Path, name: str, version: str, files: dict[str, str | bytes],
                 unlisted: dict[str, str | bytes] = {}, wheel_version: str = "1.0", requires: tuple[str, ...] = (),
                 metadata: str = "") -> Path:

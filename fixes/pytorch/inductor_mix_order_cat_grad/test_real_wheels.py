@@ -1,13 +1,11 @@
 """Against the simd.py of published torch wheels (read by HTTP range requests,
 ~1.4 MB each; tag network): the status on each kind of release, --validate
 running the rewritten function of each affected release on the double."""
-import json
-import os
 
 import pytest
 
 from fixmono.fixes.pytorch.inductor_mix_order_cat_grad.fix import FIX
-from fixmono.testing import make_patch
+from fixmono.testing import release_result
 
 EXPECTED = {"2.9.1": "not-applicable", "2.10.0": "applied", "2.12.0": "applied", "2.14.1": "applied",
             "2.15.0": "already-applied"}
@@ -15,7 +13,5 @@ EXPECTED = {"2.9.1": "not-applicable", "2.10.0": "applied", "2.12.0": "applied",
 
 @pytest.mark.parametrize("version", sorted(EXPECTED))
 def test_status_on_published_release(version):
-    run = make_patch(FIX.id, "--upstream", f"pip:torch=={version}", "--check", "--validate", "--json",
-                     env={**os.environ, "PIP_CONSTRAINT": os.devnull})  # a machine's torch cap must not hide 2.15
-    (result,) = json.loads(run.stdout)["runs"][0]["results"]
+    result = release_result(FIX.id, "torch", version)
     assert result["status"] == EXPECTED[version], result

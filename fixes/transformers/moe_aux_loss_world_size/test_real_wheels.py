@@ -11,7 +11,7 @@ import pytest
 
 from fixmono.fixes.transformers.moe_aux_loss_world_size.fix import FIX
 from fixmono.runtime.child import child_env
-from fixmono.testing import make_patch
+from fixmono.testing import release_result
 
 REPRO = "fixmono.fixes.transformers.moe_aux_loss_world_size.repro"
 EXPECTED = {"4.46.1": "not-applicable", "4.46.2": "applied", "4.57.6": "applied", "5.24.0": "applied"}
@@ -19,8 +19,7 @@ EXPECTED = {"4.46.1": "not-applicable", "4.46.2": "applied", "4.57.6": "applied"
 
 @pytest.mark.parametrize("version", sorted(EXPECTED))
 def test_status_on_published_release(version):
-    run = make_patch(FIX.id, "--upstream", f"pip:transformers=={version}", "--check", "--validate", "--json")
-    (result,) = json.loads(run.stdout)["runs"][0]["results"]
+    result = release_result(FIX.id, "transformers", version)
     assert result["status"] == EXPECTED[version], result
 
 

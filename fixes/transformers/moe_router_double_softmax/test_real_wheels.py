@@ -14,7 +14,7 @@ from fixmono.fixes.transformers.moe_router_double_softmax.routers import FAMILIE
 from fixmono.fixes.transformers.moe_router_double_softmax.transform import TRANSFORM
 from fixmono.runtime.child import child_env
 from fixmono.sources.open import open_upstream
-from fixmono.testing import make_patch
+from fixmono.testing import release_result
 
 REPRO = "fixmono.fixes.transformers.moe_router_double_softmax.repro"
 EXPECTED = {"5.0.0": "applied", "5.5.4": "applied", "5.6.0": "already-applied", "5.23.0": "already-applied"}
@@ -22,8 +22,7 @@ EXPECTED = {"5.0.0": "applied", "5.5.4": "applied", "5.6.0": "already-applied", 
 
 @pytest.mark.parametrize("version", sorted(EXPECTED))
 def test_status_on_published_release(version):
-    run = make_patch(FIX.id, "--upstream", f"pip:transformers=={version}", "--check", "--validate", "--json")
-    (result,) = json.loads(run.stdout)["runs"][0]["results"]
+    result = release_result(FIX.id, "transformers", version)
     assert result["status"] == EXPECTED[version], result
 
 

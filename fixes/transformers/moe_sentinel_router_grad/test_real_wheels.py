@@ -1,11 +1,10 @@
 """Against published transformers wheels (downloads ~12 MB each, cached;
 tag network): the status on each kind of release, and the reproducer two-sided
 on the last affected release's own function."""
-import json
 
 import pytest
 
-from fixmono.testing import make_patch
+from fixmono.testing import release_result
 from fixmono.fixes.transformers.moe_sentinel_router_grad import repro
 from fixmono.fixes.transformers.moe_sentinel_router_grad.fix import FIX
 
@@ -15,8 +14,7 @@ EXPECTED = {"5.0.0": "not-applicable", "5.3.0": "already-applied", "5.8.0": "app
 
 @pytest.mark.parametrize("version", sorted(EXPECTED))
 def test_status_on_published_release(version):
-    run = make_patch(FIX.id, "--upstream", f"pip:transformers=={version}", "--check", "--validate", "--json")
-    (result,) = json.loads(run.stdout)["runs"][0]["results"]
+    result = release_result(FIX.id, "transformers", version)
     assert result["status"] == EXPECTED[version], result
 
 
