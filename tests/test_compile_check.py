@@ -53,7 +53,10 @@ def test_an_unpatched_unit_that_does_not_compile_means_the_check_says_nothing():
     result = check(foreign, foreign.replace("q.requires_grad()", "q.requires_grad() || true"), "x.cpp", HEADERS)
     assert isinstance(result, ValidationNote)
     assert result.startswith("compile check not run: the unpatched x.cpp does not compile with torch ")
-    assert "NoSuchHeaderOfAnotherRelease.h" in result
+    assert "a header it includes, ATen/native/NoSuchHeaderOfAnotherRelease.h, is not there" in result
+    newer = BEFORE.replace("q.requires_grad()", "q.requires_grad_in_a_later_release()")  # compiles nowhere here
+    result = check(newer, newer.replace("q.", "(q)."), "x.cpp", HEADERS)
+    assert isinstance(result, ValidationNote) and "either: they are not its release's headers (" in result
 
 
 def test_no_headers_or_no_compiler_is_a_note():

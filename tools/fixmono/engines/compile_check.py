@@ -67,6 +67,7 @@ def torch_headers(cuda: bool = False) -> Headers | None:
     if cuda:
         toolkit = [d for d in sorted(root.parent.glob("nvidia/**/include")) if d.is_dir()]
         toolkit += [d for d in (Path("/usr/local/cuda/include"),) if d.is_dir()]
+        toolkit += [d / "cccl" for d in toolkit if (d / "cccl").is_dir()]  # CUDA 13 moved nv/, cuda/std there
         dirs += toolkit
         label += f" and {len(toolkit)} CUDA include folder(s)"
     # the wheels ship the per-operator headers (ATen/ops/*.h), as the build that made them used
@@ -119,8 +120,11 @@ def compile_check(before: str, after: str, filename: str, headers: Headers | Non
     try:
         error = syntax_error(before, filename, headers, compiler)
         if error is not None:
+            missing = re.search(r"fatal error: (\S+): No such file", error)
+            why = (f"a header it includes, {missing.group(1)}, is not there (a toolkit's headers missing, or "
+                   "another release's)" if missing else "they are not its release's headers")
             return ValidationNote(f"compile check not run: the unpatched {name} does not compile with "
-                                  f"{headers.label} either, so they are not its release's headers ({error})")
+                                  f"{headers.label} either: {why} ({error})")
         error = syntax_error(after, filename, headers, compiler)
     except subprocess.TimeoutExpired:
         return ValidationNote(f"compile check not run: {compiler} took longer than {TIMEOUT:.0f} s on {name}")
