@@ -1,7 +1,7 @@
 """The behavioural matrix's parts, without the network: per-release
 environments (analysis/envs.py) built by pip from wheels made here and
 served as find-links, processes that are always stopped
-(analysis/processes.py), how a reproducer's verdict is set against
+(sources/processes.py), how a reproducer's verdict is set against
 make_patch's status (analysis/behaviour.py), and drift_matrix --run's
 argument checks. The real releases: test_behaviour_wheels.py."""
 from __future__ import annotations
@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from fixmono.analysis import behaviour, envs, processes
+from fixmono.analysis import behaviour, envs
+from fixmono.sources import processes
 from fixmono.analysis.drift import Cell
 from fixmono.analysis.envs import Base, EnvironmentFailed, environment
 from fixmono.model.registry import discover

@@ -71,11 +71,12 @@ def test_transformers_series_strips_src_for_the_wheel(tmp_path):
     wheel built from the installed transformers files, which are its BASE."""
     package = Path(transformers.__file__).parent
     files = {f"transformers/{rel}": (package / rel).read_text()
-             for rel in ("__init__.py", "integrations/moe.py", "modeling_utils.py")}
+             for rel in ("__init__.py", "integrations/moe.py", "modeling_utils.py", "trainer.py")}
     wheel = build_wheel(tmp_path, "transformers", transformers.__version__, files)
     proc = run(wheel, REPO_ROOT / "patches" / "transformers", "--out", tmp_path / "out", "--suffix", "ours1")
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.count("has the fix") == 2
+    assert proc.stdout.count("has the fix") == 3  # trainer.py (aux loss), moe.py and modeling_utils.py (routing pin)
+    assert "transformers-moe-aux-loss-world-size: transformers/trainer.py has the fix" in proc.stdout
     (new,) = (tmp_path / "out").glob("*.whl")
     assert f"transformers-{transformers.__version__}+ours1-" in new.name
 

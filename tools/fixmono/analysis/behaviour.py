@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from fixmono.analysis import processes, results
+from fixmono.analysis import results
+from fixmono.sources import processes
 from fixmono.analysis.envs import Base, EnvironmentFailed, discard, environment
 from fixmono.analysis.still_needed import CANNOT_RUN, FIXED_UPSTREAM, STILL_NEEDED, check
 from fixmono.model.fix import Fix

@@ -34,7 +34,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from fixmono.analysis.processes import bounded
+from fixmono.sources.processes import bounded
 from fixmono.model.errors import UserError, one_line
 from fixmono.sources.upstream import cache_dir
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 
-from fixmono.analysis.processes import bounded
+from fixmono.sources.processes import bounded
 from fixmono.model.fix import Fix
 from fixmono.runtime.child import child_env, module_command
 

@@ -22,7 +22,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from fixmono.analysis.processes import bounded
+from fixmono.sources.processes import bounded
 from fixmono.model.errors import UserError
 from fixmono.model.fix import ValidationNote
 from fixmono.sources.upstream import cache_dir

@@ -1,6 +1,7 @@
-"""The compile check of --validate on a machine with a CUDA torch (results/compile_check_h100_torch2.11.txt):
+"""The compile check of --validate on a machine with a CUDA torch
+(fixes/pytorch/sdpa_mask_grad_logsumexp/results/compile_check_h100_torch2.11.txt):
 
-    python -m fixmono.fixes.pytorch.sdpa_mask_grad_logsumexp.compile_probe [FILE.cpp ...]
+    python tools/compile_check_probe.py [FILE.cpp ...]
 
 Prints the headers torch_headers(cuda=True) finds (torch/include and the CUDA
 include folders), compiles our own CUDA-side translation unit unpatched, then
@@ -16,8 +17,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from fixmono.engines.compile_check import compile_check, syntax_error, torch_headers
-from fixmono.testing import catalogue_tree, make_repo
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from fixmono.engines.compile_check import compile_check, syntax_error, torch_headers  # noqa: E402
+from fixmono.testing import catalogue_tree, make_repo  # noqa: E402
 
 UNIT = """#include <ATen/ATen.h>
 #include <ATen/cuda/CUDABlas.h>
