@@ -30,12 +30,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--python", metavar="PATH", help="the environment of this interpreter (default: fixmono's own)")
     p.add_argument("--undo", action="store_true", help="restore the files fixmono patched, byte for byte")
     p.add_argument("--check", action="store_true", help="print what would change as a diff; write nothing")
-    p.add_argument("--force", action="store_true", help="patch files that differ from their RECORD hash")
+    p.add_argument("--force", action="store_true", help="patch files that differ from their RECORD hash; with "
+                                                        "--undo: restore originals over files changed since")
     p.add_argument("--any-version", action="store_true", help="patch versions outside the range a fix is checked on")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     args = p.parse_args(argv)
-    if args.undo and (args.all or args.force or args.any_version):
-        raise UserError("--undo takes fix ids (none: every fix fixmono applied), not --all/--force/--any-version")
+    if args.undo and (args.all or args.any_version):
+        raise UserError("--undo takes fix ids (none: every fix fixmono applied), not --all/--any-version")
     if not args.undo and bool(args.fix_ids) == args.all:
         raise UserError("name the fixes to apply, or --all (not both)")
     known = {f.id for f in discover()}
@@ -50,14 +51,15 @@ def work(args: argparse.Namespace, stage: dict) -> tuple[dict, int]:
     known = {f.id: f for f in discover()}
     if args.undo:
         folders = sites(env)
-        make_plan = partial(plan_undo, args.fix_ids or None, known)
+        make_plan = partial(plan_undo, args.fix_ids or None, known, force=args.force)
     else:
         fixes = [known[i] for i in args.fix_ids] if args.fix_ids else list(known.values())
         folders = sites(env, fixes)
         make_plan = partial(plan_patch, env, fixes, force=args.force, any_version=args.any_version, every=args.all)
     stage["writing"] = not args.check
     try:
-        plan, diff = execute(env, folders, lambda journals: make_plan(journals=journals), check=args.check)
+        plan, diff = execute(env, folders, lambda journals: make_plan(journals=journals), check=args.check,
+                             force=args.undo and args.force)
     except OSError as err:  # a file vanished or a disk filled mid-run: the journal completes it next time
         raise os_error_as_user_error(err) from None
     payload = {"python": env.prefix, "python_executable": env.python, "action": "undo" if args.undo else "patch",

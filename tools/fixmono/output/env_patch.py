@@ -14,7 +14,6 @@ import csv
 import dataclasses
 import difflib
 import os
-import shutil
 from collections import defaultdict
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ from fixmono.model.errors import UserError
 from fixmono.model.fix import Fix
 from fixmono.model.outcome import Status
 from fixmono.model.projects import PROJECTS, checked_range
+from fixmono.output.confine import confined, own_site, relative_to_site
 from fixmono.output.journal import JOURNAL_DIR, Journal, begin, finish, locked, record_entry, sha256
 from fixmono.sources.installed import Environment, InstalledFiles, dist_name, installed_path
 from fixmono.sources.verify import record_hash
@@ -85,6 +85,13 @@ def refusal(fix: Fix, env: Environment, any_version: bool) -> str | None:
     if not env.owns(env.site(project)):
         return (f"{dist} {version} is installed outside this environment ({env.site(project)}: a system site or a "
                 f"folder a .pth adds); patch the environment it belongs to, with that one's --python")
+    site = env.site(project)
+    try:
+        own_site(site, env.prefix)
+        for change in installed_changes(fix):
+            confined(site, relative_to_site(site, installed_path(project, change.path, site)))
+    except UserError as err:
+        return str(err).removesuffix("; nothing was changed")
     spec = checked_range(project)
     try:
         inside = spec is not None and spec.contains(Version(version), prereleases=True)
@@ -117,17 +124,23 @@ def require_writable(folders) -> None:
 
 
 def forget_stale(journal: Journal) -> list[str]:
-    """Entries whose file was replaced since fixmono wrote it (pip reinstalled or
-    upgraded the package): the journal no longer describes them. In memory:
-    saved by the next write."""
+    """Entries whose file pip installed again since fixmono wrote it (a
+    reinstall or an upgrade: the file matches its RECORD line): the journal no
+    longer describes them. A file something else changed is never forgotten:
+    its original stays for --undo --force. In memory: saved by the next write."""
     notes = []
     for rel in list(journal.files):
-        state = journal.state(rel)
-        if state in ("reinstalled", "replaced"):
-            how = "the original is back (reinstalled?)" if state == "reinstalled" else "something else wrote it"
-            notes.append(f"{rel}: {how} since fixmono patched it; its journal entry is forgotten")
+        if journal.state(rel) == "reinstalled":
+            notes.append(f"{rel}: installed again since fixmono patched it (reinstalled?); its journal entry is "
+                         "forgotten")
             journal.files.pop(rel)
     return notes
+
+
+def changed_since(journal: Journal, rel: str) -> UserError:
+    return UserError(f"{journal.site / rel}: changed by something else since fixmono patched it (it is neither what "
+                     "fixmono wrote nor a file pip installed); its original and journal entry are kept: `patch-env "
+                     "--undo --force` restores the original over that change; nothing was changed")
 
 
 def site_of(env: Environment, fix: Fix) -> Path:
@@ -176,10 +189,12 @@ def plan_patch(env: Environment, fixes: list[Fix], journals: dict[Path, Journal]
 def add_target(plan: Plan, journal: Journal, source: InstalledFiles, path: str, text: str | None, fix: Fix,
                force: bool) -> str:
     installed = source.path(path)
-    rel = installed.relative_to(journal.site).as_posix()
+    rel = relative_to_site(journal.site, installed)
     if rel not in plan.targets[journal.site]:
         if rel not in journal.files:
             plan.dists[journal.site, rel] = check_record(source, installed, rel, force)
+        elif journal.state(rel) != "patched":
+            raise changed_since(journal, rel)
         plan.targets[journal.site][rel] = (None, list(journal.files.get(rel, {}).get("fixes", [])))
     _, fixes = plan.targets[journal.site][rel]
     plan.targets[journal.site][rel] = (text.encode("utf-8"), [*fixes, fix.id])
@@ -201,7 +216,8 @@ def dist_info(site: Path, dist: str, version: str) -> Path | None:
 def check_record(source: InstalledFiles, installed: Path, rel: str, force: bool) -> dict:
     """The file must be as its distribution installed it (its RECORD hash), unless --force."""
     info = dist_info(source.site, source.dist, source.version)
-    line = record_entry(info / "RECORD", rel) if info and (info / "RECORD").is_file() else None
+    record = confined(source.site, f"{info.name}/RECORD") if info else None
+    line = record_entry(record, rel) if record and record.is_file() else None
     if not force:
         if line is None:
             raise UserError(f"{installed}: not listed in a RECORD of {source.dist} {source.version}, so fixmono "
@@ -212,7 +228,7 @@ def check_record(source: InstalledFiles, installed: Path, rel: str, force: bool)
             raise UserError(f"{installed}: differs from its RECORD hash (changed since install, by hand or another "
                             "tool); --force to patch it as it is now; nothing was changed")
     return {"dist": source.dist, "dist_version": source.version, "record_line": line,
-            "dist_info": info.name if info else None}
+            "dist_info": info.name if info else None, "forced": force}
 
 
 def change_for(fix: Fix, rel: str, site: Path):
@@ -220,18 +236,25 @@ def change_for(fix: Fix, rel: str, site: Path):
     return next((c for c in fix.changes if installed_path(project, c.path, site) == site / rel), None)
 
 
-def plan_undo(ids: list[str] | None, known: dict[str, Fix], journals: dict[Path, Journal]) -> Plan:
+def plan_undo(ids: list[str] | None, known: dict[str, Fix], journals: dict[Path, Journal],
+              force: bool = False) -> Plan:
     """Restore the files of the fixes `ids` (None: all): the original bytes, or
-    the original with the fixes that stay applied again on top."""
+    the original with the fixes that stay applied again on top. A file
+    something else changed since fixmono wrote it is refused (its original is
+    kept), unless `force`: then the original goes over that change."""
     plan = Plan()
     done: dict[str, list[str]] = defaultdict(list)
     for site, journal in journals.items():
         for rel, entry in journal.files.items():
-            gone = [f for f in entry["fixes"] if ids is None or f in ids]
+            gone = [f for f in entry["fixes"] + entry.get("pending", {}).get("fixes", [])
+                    if ids is None or f in ids]
             if not gone:
                 continue
-            data = journal.blob(entry["original"])
-            staying = [f for f in entry["fixes"] if f not in gone]
+            if journal.state(rel) != "patched" and not force:
+                raise changed_since(journal, rel)
+            gone = list(dict.fromkeys(gone))
+            data = journal.original(rel)
+            staying = [f for f in entry["fixes"] if f not in gone]  # a pending entry's are not known to be there
             for fid in staying:
                 change = change_for(known[fid], rel, site) if fid in known else None
                 if change is None:
@@ -258,7 +281,7 @@ def diff(plan: Plan) -> str:
     out = []
     for site, targets in plan.targets.items():
         for rel, (data, _) in sorted(targets.items()):
-            before = (site / rel).read_bytes()
+            before = confined(site, rel).read_bytes()
             if sha256(before) == sha256(data):
                 continue
             out += difflib.unified_diff(before.decode("utf-8", "replace").splitlines(keepends=True),
@@ -270,16 +293,22 @@ def diff(plan: Plan) -> str:
 
 def sites(env: Environment, fixes: list[Fix] | None = None) -> list[Path]:
     """The folders holding the installed projects of `fixes` (None: those
-    where fixmono keeps a journal)."""
+    where fixmono keeps a journal); one that leads outside the environment
+    (a link into another) is refused."""
     projects = {PROJECTS[f.upstream] for f in fixes} if fixes is not None else PROJECTS.values()
     found = {env.site(p) for p in projects if env.dist(dist_name(p))["version"] is not None and env.owns(env.site(p))}
-    return sorted(s for s in found if fixes is not None or (s / JOURNAL_DIR).is_dir())
+    chosen = sorted(s for s in found if fixes is not None or (s / JOURNAL_DIR).is_dir())
+    for site in chosen if fixes is None else ():  # patching: each fix is refused by name (refusal)
+        own_site(site, env.prefix)
+    return chosen
 
 
-def execute(env: Environment, folders: list[Path], make_plan, check: bool = False) -> tuple[Plan, str | None]:
+def execute(env: Environment, folders: list[Path], make_plan, check: bool = False,
+            force: bool = False) -> tuple[Plan, str | None]:
     """Plan with the journals of `folders` read (`make_plan(journals)`), then
     write it, or with `check` only say it as a diff. Before planning, an
-    interrupted run is completed and stale entries are forgotten."""
+    interrupted run is completed and stale entries are forgotten. Only while
+    holding each folder's lock is its journal read, changed or removed."""
     if check:
         journals = {site: Journal.read(site) for site in folders}
         if any("pending" in e for j in journals.values() for e in j.files.values()):
@@ -290,20 +319,13 @@ def execute(env: Environment, folders: list[Path], make_plan, check: bool = Fals
         plan.notes[:0] = notes
         return plan, diff(plan)
     require_writable(folders)
-    journals: dict[Path, Journal] = {}
-    try:
-        with ExitStack() as stack:
-            for site in folders:
-                stack.enter_context(locked(site))
-            journals = {site: Journal.read(site) for site in folders}
-            return write(env, journals, make_plan)
-    finally:
-        for site in folders:  # no journal left where fixmono patches nothing
-            if not (journals[site].files if site in journals else (site / JOURNAL_DIR / "journal.json").exists()):
-                shutil.rmtree(site / JOURNAL_DIR, ignore_errors=True)
+    with ExitStack() as stack:
+        for site in folders:
+            stack.enter_context(locked(site))
+        return write(env, {site: Journal.read(site) for site in folders}, make_plan, force)
 
 
-def write(env: Environment, journals: dict[Path, Journal], make_plan) -> tuple[Plan, None]:
+def write(env: Environment, journals: dict[Path, Journal], make_plan, force: bool = False) -> tuple[Plan, None]:
     notes, changed = [], set()
     for site, journal in journals.items():
         if any("pending" in e for e in journal.files.values()):
@@ -317,13 +339,13 @@ def write(env: Environment, journals: dict[Path, Journal], make_plan) -> tuple[P
         return plan, None
     infos = {(site, rel): plan.dists.get((site, rel)) or journals[site].files[rel]
              for site, targets in plan.targets.items() for rel in targets}
-    require_writable([(site / rel).parent for site, rel in infos] +
-                     [site / info["dist_info"] for (site, _), info in infos.items() if info["dist_info"]])
+    require_writable([confined(site, rel).parent for site, rel in infos] +
+                     [confined(site, info["dist_info"]) for (site, _), info in infos.items() if info["dist_info"]])
     patched = [r.fix for r in plan.results if r.result == PATCHED]
     for site, journal in journals.items():
         targets = plan.targets.get(site)
         if targets:
             begin(journal, targets, {rel: info for (s, rel), info in infos.items() if s == site}, patched)
         if targets or site in changed:
-            plan.notes += finish(journal, env.python)
+            plan.notes += finish(journal, env.python, force)
     return plan, None

@@ -11,7 +11,13 @@ installed file is touched; `finish` then writes each file atomically, syncs
 the dist-info RECORD, drops stale bytecode and folds `pending` in. A run
 killed at any point leaves each file at `from` or `to`, and the next run's
 `finish` completes it (it rolls forward only from those two states: a file
-something else replaced since is left alone and reported).
+something else changed since is left alone, reported, and kept in the journal).
+
+The journal is untrusted input (whoever can write the environment can write
+it): it is read through one shape (model/shapes.py), every path in it is
+confined to site-packages (confine.py), and a stored original is written back
+only if it hashes to what the journal AND the RECORD line it saved name.
+Only the process holding the lock changes or removes the journal folder.
 """
 from __future__ import annotations
 
@@ -19,9 +25,9 @@ import csv
 import fcntl
 import hashlib
 import io
-import json
 import os
-import subprocess
+import re
+import shutil
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -29,35 +35,91 @@ from pathlib import Path
 
 import fixmono
 from fixmono.model.errors import UserError, one_line
+from fixmono.model.shapes import Maybe, Test, checked, parsed
+from fixmono.output.confine import check_rel, confined
+from fixmono.sources.processes import bounded
 from fixmono.sources.scratch import pause_point
 from fixmono.sources.verify import record_hash
 
 JOURNAL_DIR = ".fixmono-patch-env"
+GONE = JOURNAL_DIR + ".gone-"  # a journal folder being removed (renamed away first, under the lock)
 FORMAT = 1
 COMPILE_TIMEOUT = 120.0
-PAUSE_POINTS = ("env-journal-written", "env-file-written", "env-record-written")  # tests kill a run at each
+PAUSE_POINTS = ("env-locked", "env-journal-written", "env-file-written", "env-record-written")  # tests stop a run at each
+
+DIGEST = Test(lambda v: isinstance(v, str) and re.fullmatch(r"[0-9a-f]{64}", v) is not None, "a sha256 (64 hex digits)")
+DIST_INFO = Test(lambda v: re.fullmatch(r"[^/\\\x00]+\.dist-info", v) is not None and v != "..",
+                 "a .dist-info folder name")
+ENTRY = {"dist": str, "dist_version?": Maybe(str), "record_line": Maybe(str), "dist_info": Maybe(DIST_INFO),
+         "original": DIGEST, "patched": DIGEST, "fixes": [str], "forced?": bool, "link?": Maybe(str),
+         "pending?": {"from": DIGEST, "to": DIGEST, "fixes": [str]}}
+SHAPE = {"format": Test(lambda v: v == FORMAT and not isinstance(v, bool), f"format {FORMAT}"),
+         "files": {str: ENTRY}, "fixes": {str: {str: str}}}
 
 
 def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def new_tmp(path: Path) -> tuple[Path, int]:
+    """A fresh temporary file beside `path`, created by us (O_EXCL, O_NOFOLLOW):
+    a planted file or link of that name is removed first, never written through."""
+    tmp = path.with_name(f".{path.name}.fixmono-tmp")
+    try:
+        os.unlink(tmp)
+    except FileNotFoundError:
+        pass
+    return tmp, os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+
+
+def sync_folder(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def write_atomic(path: Path, data: bytes, mode: int | None = None) -> None:
     """`path` holds its old bytes or `data`, never part of either (temporary
-    file beside it, fsync, rename, fsync of the folder)."""
-    tmp = path.with_name(f".{path.name}.fixmono-tmp")
-    with open(tmp, "wb") as out:
+    file beside it, fsync, rename, fsync of the folder). A link at `path` is
+    replaced by the file, never written through."""
+    tmp, fd = new_tmp(path)
+    with os.fdopen(fd, "wb") as out:
         out.write(data)
         out.flush()
         os.fsync(out.fileno())
-    if mode is not None:
-        os.chmod(tmp, mode)
+    os.chmod(tmp, 0o644 if mode is None else mode)
     os.replace(tmp, path)
-    folder = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(folder)
-    finally:
-        os.close(folder)
+    sync_folder(path.parent)
+
+
+def link_atomic(path: Path, target: str) -> None:
+    """`path` becomes the symbolic link `target` in one rename."""
+    tmp, fd = new_tmp(path)
+    os.close(fd)
+    os.unlink(tmp)
+    os.symlink(target, tmp)
+    os.replace(tmp, path)
+    sync_folder(path.parent)
+
+
+def journal_folder(site: Path) -> Path:
+    """<site>/.fixmono-patch-env, refused if it (or its store) is a link."""
+    folder = site / JOURNAL_DIR
+    for path in (folder, folder / "store", folder / "journal.json", folder / "lock"):
+        if path.is_symlink():
+            raise UserError(f"{path} is a link to {os.path.realpath(path)}: a journal fixmono did not write; "
+                            "nothing was changed")
+    return folder
+
+
+def record_field(line: str | None) -> str | None:
+    """The hash field of a saved RECORD line."""
+    if line is None:
+        return None
+    row = next(csv.reader([line]), [])
+    return row[1] if len(row) > 1 else None
 
 
 @dataclass
@@ -67,7 +129,7 @@ class Journal:
 
     @property
     def folder(self) -> Path:
-        return self.site / JOURNAL_DIR
+        return journal_folder(self.site)
 
     @property
     def files(self) -> dict:
@@ -75,78 +137,174 @@ class Journal:
 
     @classmethod
     def read(cls, site: Path) -> "Journal":
-        path = site / JOURNAL_DIR / "journal.json"
+        path = journal_folder(site) / "journal.json"
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            text = path.read_bytes()
         except FileNotFoundError:
             return cls(site, {"format": FORMAT, "files": {}, "fixes": {}})
-        except (OSError, ValueError) as err:
+        except OSError as err:
             raise UserError(f"{path}: unreadable journal ({one_line(err)}); nothing was changed") from None
-        if not isinstance(data, dict) or data.get("format") != FORMAT:
-            raise UserError(f"{path}: a journal this fixmono does not read (format {data.get('format')!r}, "
-                            f"expected {FORMAT}); nothing was changed")
+        where = f"{path} (a journal this fixmono cannot use; nothing was changed)"
+        data = parsed(text, SHAPE, where)
+        for rel, entry in data["files"].items():
+            check_rel(rel, f"{path}: files")
+            line = entry["record_line"]
+            if line is not None and (next(csv.reader([line]), [None])[0] != rel):
+                raise UserError(f"{where}: files.{rel}.record_line names another file ({line!r:.80})")
         return cls(site, data)
 
     def save(self) -> None:
-        write_atomic(self.folder / "journal.json", (json.dumps(self.data, indent=1, sort_keys=True) + "\n").encode())
+        checked(self.data, SHAPE, "the journal fixmono is about to write (a bug)")
+        write_atomic(self.folder / "journal.json", (json_text(self.data)).encode())
 
     def keep(self, data: bytes) -> str:
         """Store `data` (once per content); its sha256."""
         digest = sha256(data)
         blob = self.folder / "store" / digest
-        if not blob.is_file() or sha256(blob.read_bytes()) != digest:
+        if blob.is_symlink() or not blob.is_file() or sha256(blob.read_bytes()) != digest:
             blob.parent.mkdir(parents=True, exist_ok=True)
             write_atomic(blob, data)
         return digest
 
     def blob(self, digest: str) -> bytes:
+        checked(digest, DIGEST, "a journal digest")
         path = self.folder / "store" / digest
         try:
+            if path.is_symlink():
+                raise OSError("a link, not a stored copy")
             data = path.read_bytes()
         except OSError as err:
             raise UserError(f"{path}: {one_line(err)} (the journal's copy is gone; reinstall the package)") from None
         if sha256(data) != digest:
-            raise UserError(f"{path}: does not hold the bytes the journal names (reinstall the package)")
+            raise UserError(f"{path}: does not hold the bytes the journal names (altered; reinstall the package); "
+                            "nothing was changed")
         return data
+
+    def original(self, rel: str) -> bytes:
+        """The stored original of `rel`, checked against the journal's hash and
+        the RECORD line it saved (a --force entry: the journal's hash only)."""
+        entry = self.files[rel]
+        data = self.blob(entry["original"])
+        saved = record_field(entry["record_line"])
+        if entry["fixes"] and entry["original"] == entry["patched"] and "pending" not in entry:
+            raise UserError(f"{self.folder}: the journal names what fixmono wrote to {rel} as its original "
+                            "(altered journal); nothing was changed")
+        if saved and not entry.get("forced") and record_hash(data, saved) != saved:
+            raise UserError(f"{self.folder / 'store' / entry['original']}: the stored original of {rel} does not "
+                            f"match the RECORD line the journal saved ({saved}): an altered journal or store; "
+                            "reinstall the package; nothing was changed")
+        return data
+
+    def path(self, rel: str) -> Path:
+        return confined(self.site, rel, str(self.folder / "journal.json"))
 
     def current(self, rel: str) -> str | None:
         try:
-            return sha256((self.site / rel).read_bytes())
+            return sha256(self.path(rel).read_bytes())
         except FileNotFoundError:
             return None
 
+    def record_path(self, rel: str) -> Path | None:
+        info = self.files[rel]["dist_info"]
+        return None if info is None else confined(self.site, f"{info}/RECORD")
+
     def state(self, rel: str) -> str:
         """'patched' (the file is what fixmono wrote), 'pending' (a run was
-        interrupted), 'reinstalled' (the original is back: pip reinstalled it)
-        or 'replaced' (something else wrote it since)."""
+        interrupted), 'reinstalled' (the original is back, or pip installed
+        the file again: it matches its RECORD line, which fixmono did not
+        write) or 'changed' (something else wrote it since: its original is kept)."""
         entry, now = self.files[rel], self.current(rel)
         if "pending" in entry:
             return "pending"
         if now == entry["patched"]:
             return "patched"
-        return "reinstalled" if now == entry["original"] else "replaced"
+        if now == entry["original"] or now is None:
+            return "reinstalled"
+        return "reinstalled" if self.installed_by_pip(rel) else "changed"
+
+    def installed_by_pip(self, rel: str) -> bool:
+        """The file matches its dist-info's RECORD line, or that dist-info is gone (an upgrade removed it)."""
+        record = self.record_path(rel)
+        if record is None or not record.is_file():
+            return record is not None
+        line = record_entry(record, rel)
+        field = record_field(line)
+        if not field:
+            return False
+        return record_hash(self.path(rel).read_bytes(), field) == field
 
     def forget_unused(self) -> None:
         used = {self.files[r][k] for r in self.files for k in ("original", "patched")}
         used |= {e["pending"][k] for e in self.files.values() if "pending" in e for k in ("from", "to")}
-        for blob in (self.folder / "store").glob("*") if (self.folder / "store").is_dir() else ():
+        store = self.folder / "store"
+        for blob in store.glob("*") if store.is_dir() else ():
             if blob.name not in used:
                 blob.unlink(missing_ok=True)
         live = {fix for e in self.files.values() for fix in (e["fixes"] + e.get("pending", {}).get("fixes", []))}
         self.data["fixes"] = {k: v for k, v in self.data["fixes"].items() if k in live}
 
 
+def json_text(data: dict) -> str:
+    import json
+
+    return json.dumps(data, indent=1, sort_keys=True) + "\n"
+
+
+def holds_files(site: Path) -> bool:
+    """Whether the journal on disk names any file (unreadable: yes, it is kept)."""
+    try:
+        return bool(Journal.read(site).files)
+    except UserError:
+        return True
+
+
+def remove_folder(site: Path) -> None:
+    """Remove the journal folder: renamed away first (one atomic step), so a
+    run that starts meanwhile makes a fresh folder and never loses a file to
+    this removal. Called only while holding the lock."""
+    folder = site / JOURNAL_DIR
+    gone = site / f"{GONE}{os.getpid()}-{time.monotonic_ns()}"
+    try:
+        os.rename(folder, gone)
+    except FileNotFoundError:
+        return
+    shutil.rmtree(gone, ignore_errors=True)
+
+
 @contextmanager
 def locked(site: Path):
-    """One patch-env at a time per environment (a lock file in the journal folder)."""
-    folder = site / JOURNAL_DIR
-    folder.mkdir(exist_ok=True)
-    with open(folder / "lock", "a+") as lock:
+    """One patch-env at a time per environment: an flock on <journal>/lock.
+    A run that cannot take it is refused and touches nothing. The holder, on
+    leaving, removes the folder when the journal names no file (still holding
+    the lock), and removes what a killed holder left half-removed."""
+    while True:
+        folder = journal_folder(site)
+        folder.mkdir(exist_ok=True)
+        fd = os.open(folder / "lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
         try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            os.close(fd)
             raise UserError(f"another fixmono patch-env is working on {site}; nothing was changed") from None
+        try:  # the lock file may have been renamed away by the holder we just followed: take the new one
+            same = os.fstat(fd).st_ino == os.stat(folder / "lock", follow_symlinks=False).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)
+    try:
+        for left in site.glob(GONE + "*"):  # a removal a kill interrupted
+            if left.is_dir() and not left.is_symlink():
+                shutil.rmtree(left, ignore_errors=True)
+        pause_point("env-locked")
         yield
+    finally:
+        try:
+            if not holds_files(site):
+                remove_folder(site)
+        finally:
+            os.close(fd)
 
 
 def record_row(rel: str, data: bytes) -> str:
@@ -156,13 +314,20 @@ def record_row(rel: str, data: bytes) -> str:
 
 
 def record_lines(record: Path) -> list[str]:
-    return record.read_bytes().decode("utf-8").splitlines(keepends=True)  # pip ends them with CRLF: kept
+    try:
+        return record.read_bytes().decode("utf-8").splitlines(keepends=True)  # pip ends them with CRLF: kept
+    except UnicodeDecodeError as err:
+        raise UserError(f"{record}: not UTF-8 ({err.reason} at byte {err.start}): a RECORD fixmono cannot read; "
+                        "nothing was changed") from None
 
 
 def record_index(lines: list[str]) -> dict[str, int]:
     index = {}
     for n, line in enumerate(lines):
-        row = next(csv.reader([line]), [])
+        try:
+            row = next(csv.reader([line]), [])
+        except csv.Error:
+            continue
         if row:
             index[row[0]] = n
     return index
@@ -189,11 +354,15 @@ def sync_record(record: Path, rows: dict[str, str]) -> None:
         write_atomic(record, "".join(lines).encode("utf-8"), record.stat().st_mode & 0o7777)
 
 
-def drop_bytecode(path: Path) -> list[Path]:
-    """Remove the compiled forms of `path` (they may hold the other version; an
-    unchecked-hash .pyc would even be used). Returns what was removed."""
-    cache = path.parent / "__pycache__"
-    gone = [p for p in cache.glob(f"{path.stem}.*.pyc") if p.name.split(".")[0] == path.stem] if cache.is_dir() else []
+def drop_bytecode(site: Path, rel: str) -> list[Path]:
+    """Remove the compiled forms of site/rel (they may hold the other version;
+    an unchecked-hash .pyc would even be used). Returns what was removed."""
+    folder, _, name = rel.rpartition("/")
+    cache = confined(site, f"{folder}/__pycache__" if folder else "__pycache__")
+    stem = name.removesuffix(".py")
+    if cache.is_symlink() or not cache.is_dir():
+        return []
+    gone = [p for p in cache.glob(f"{stem}.*.pyc") if p.name.split(".")[0] == stem]
     for pyc in gone:
         pyc.unlink(missing_ok=True)
     return gone
@@ -201,11 +370,13 @@ def drop_bytecode(path: Path) -> list[Path]:
 
 def compile_again(python: str, paths: list[Path]) -> None:
     """Compile the rewritten files with the environment's own interpreter, as
-    pip does at install; best effort (Python compiles them at import anyway)."""
+    pip does at install; best effort (Python compiles them at import anyway).
+    A __pycache__ that is a link is left alone (drop_bytecode did too)."""
+    paths = [p for p in paths if not (p.parent / "__pycache__").is_symlink()]
     code = "import py_compile, sys\nfor p in sys.argv[1:]:\n    py_compile.compile(p, quiet=2)\n"
     try:
-        subprocess.run([python, "-I", "-c", code, *map(str, paths)], capture_output=True, timeout=COMPILE_TIMEOUT)
-    except (OSError, subprocess.TimeoutExpired):
+        bounded([python, "-I", "-c", code, *map(str, paths)], timeout=COMPILE_TIMEOUT)
+    except (OSError, Exception):  # noqa: BLE001 (a timeout or a missing interpreter: Python compiles at import)
         pass
 
 
@@ -216,9 +387,12 @@ def begin(journal: Journal, targets: dict[str, tuple[bytes, list[str]]], dists: 
     for rel, (data, fixes_after) in targets.items():
         entry = journal.files.get(rel)
         if entry is None:
-            original = (journal.site / rel).read_bytes()
-            entry = journal.files[rel] = {**dists[rel], "original": journal.keep(original),
-                                          "patched": None, "fixes": []}
+            path = journal.path(rel)
+            original = path.read_bytes()
+            entry = journal.files[rel] = {**dists[rel], "original": journal.keep(original), "patched": None,
+                                          "fixes": []}
+            if path.is_symlink():
+                entry["link"] = os.readlink(path)
             entry["patched"] = entry["original"]
         entry["pending"] = {"from": entry["patched"], "to": journal.keep(data), "fixes": fixes_after}
     stamp = {"fixmono_version": fixmono.__version__, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
@@ -227,31 +401,52 @@ def begin(journal: Journal, targets: dict[str, tuple[bytes, list[str]]], dists: 
     pause_point("env-journal-written")
 
 
-def finish(journal: Journal, python: str) -> list[str]:
+def restore(journal: Journal, rel: str, to: str) -> None:
+    """Bring the file to the stored state `to`: the original (checked; a link
+    where it was a link) or what fixmono writes."""
+    entry, path = journal.files[rel], journal.path(rel)
+    if to == entry["original"]:
+        data = journal.original(rel)
+        if entry.get("link") is not None:
+            link_atomic(path, entry["link"])
+            return
+    else:
+        data = journal.blob(to)
+    mode = path.stat().st_mode & 0o7777 if path.exists() else 0o644
+    write_atomic(path, data, mode)
+
+
+def finish(journal: Journal, python: str, force: bool = False) -> list[str]:
     """Bring every pending file to its `to` state, RECORD and bytecode with it,
-    and fold the journal. Returns one line per file it could not finish."""
+    and fold the journal. Returns one line per file it could not finish (kept
+    in the journal, with its originals). `force`: a file changed by something
+    else is brought to `to` all the same (--undo --force)."""
     problems, written = [], []
     for rel, entry in list(journal.files.items()):
         pending = entry.get("pending")
         if pending is None:
             continue
-        path, now = journal.site / rel, journal.current(rel)
-        if now not in (pending["from"], pending["to"]):
-            problems.append(f"{rel}: changed by something else during an interrupted patch-env; left as it is "
-                            "and forgotten by the journal")
-            journal.files.pop(rel)
+        now = journal.current(rel)
+        if now not in (pending["from"], pending["to"]) and not force:
+            if journal.installed_by_pip(rel):  # pip installed it again meanwhile: nothing of ours is there
+                journal.files.pop(rel)
+                problems.append(f"{rel}: installed again by pip during an interrupted patch-env; its journal "
+                                "entry is forgotten")
+                continue
+            problems.append(f"{rel}: changed by something else during an interrupted patch-env; left as it is, its "
+                            "original kept in the journal (--undo --force restores it)")
             continue
         if now != pending["to"]:
-            write_atomic(path, journal.blob(pending["to"]), path.stat().st_mode & 0o7777)
+            restore(journal, rel, pending["to"])
             pause_point("env-file-written")
-        record = journal.site / entry["dist_info"] / "RECORD"
-        if record.is_file():
+        record = journal.record_path(rel)
+        if record is not None and record.is_file():
             row = entry["record_line"] if pending["to"] == entry["original"] else record_row(rel, journal.blob(pending["to"]))
             if row is not None:
                 sync_record(record, {rel: row})
                 pause_point("env-record-written")
-        drop_bytecode(path)
-        written.append(path)
+        drop_bytecode(journal.site, rel)
+        written.append(journal.path(rel))
         entry.update(patched=pending["to"], fixes=pending["fixes"])
         del entry["pending"]
         if not entry["fixes"]:
