@@ -88,8 +88,10 @@ def refusal(fix: Fix, env: Environment, any_version: bool) -> str | None:
     site = env.site(project)
     try:
         own_site(site, env.prefix)
-        for change in installed_changes(fix):
-            confined(site, relative_to_site(site, installed_path(project, change.path, site)))
+        for change in installed_changes(fix):  # the file, and the bytecode folder beside it
+            rel = relative_to_site(site, installed_path(project, change.path, site))
+            confined(site, rel)
+            confined(site, rel.rpartition("/")[0] + "/__pycache__")
     except UserError as err:
         return str(err).removesuffix("; nothing was changed")
     spec = checked_range(project)
@@ -165,6 +167,10 @@ def plan_patch(env: Environment, fixes: list[Fix], journals: dict[Path, Journal]
         project = PROJECTS[upstream]
         source = InstalledFiles(project, env=env)
         journal = journals[source.site]
+        for change in (c for fix in group for c in fix.changes):  # fixmono's file, changed since: never run over
+            rel = relative_to_site(journal.site, source.path(change.path))
+            if rel in journal.files and journal.state(rel) != "patched":
+                raise changed_since(journal, rel)
         for outcome in run(source, group):
             fix = outcome.fix
             if outcome.status is Status.APPLIED:
@@ -193,8 +199,6 @@ def add_target(plan: Plan, journal: Journal, source: InstalledFiles, path: str, 
     if rel not in plan.targets[journal.site]:
         if rel not in journal.files:
             plan.dists[journal.site, rel] = check_record(source, installed, rel, force)
-        elif journal.state(rel) != "patched":
-            raise changed_since(journal, rel)
         plan.targets[journal.site][rel] = (None, list(journal.files.get(rel, {}).get("fixes", [])))
     _, fixes = plan.targets[journal.site][rel]
     plan.targets[journal.site][rel] = (text.encode("utf-8"), [*fixes, fix.id])

@@ -357,9 +357,8 @@ def sync_record(record: Path, rows: dict[str, str]) -> None:
 def drop_bytecode(site: Path, rel: str) -> list[Path]:
     """Remove the compiled forms of site/rel (they may hold the other version;
     an unchecked-hash .pyc would even be used). Returns what was removed."""
-    folder, _, name = rel.rpartition("/")
-    cache = confined(site, f"{folder}/__pycache__" if folder else "__pycache__")
-    stem = name.removesuffix(".py")
+    cache = confined(site, rel).parent / "__pycache__"  # a link here is refused before any write (refusal)
+    stem = Path(rel).name.removesuffix(".py")
     if cache.is_symlink() or not cache.is_dir():
         return []
     gone = [p for p in cache.glob(f"{stem}.*.pyc") if p.name.split(".")[0] == stem]
