@@ -78,7 +78,7 @@ def test_installed_in_a_fresh_venv_beside_an_unrelated_tools_package(wheel, tmp_
     status = subprocess.run([fixmono, "status", "--json"], capture_output=True, text=True, cwd=elsewhere, env=env)
     assert status.returncode == 0, status.stderr
     report = json.loads(status.stdout)
-    assert report["command"] == "fixes" and Path(report["python"]).resolve() == venv.resolve()
+    assert report["command"] == "fixmono status" and Path(report["python"]).resolve() == venv.resolve()
     assert {row["fix"] for row in report["fixes"]} == {f.id for f in discover()}
     assert {row["installed_files"] for row in report["fixes"]} <= {"not installed", "not in the installed package "
                                                                    "(C++/tests: built into the binary)"}

@@ -119,7 +119,8 @@ def test_status_shows_it_and_a_reinstall_is_detected(env, tmp_path):
     assert fixmono("patch-env", "--python", str(python), SENTINEL).returncode == 0
     patched = row()
     assert patched["installed_files"] == "patched by fixmono" and patched["patch_env"]["state"] == "patched"
-    assert patched["patch_env"]["fixmono_version"] and f"--undo {SENTINEL}" in patched["detail"]
+    assert patched["patch_env"]["fixmono_version"]
+    assert f"fixmono patch-env --python {python} --undo {SENTINEL}" in patched["detail"]  # the other environment's
     wheel = next((tmp_path / "dist").glob("*.whl"))
     subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-deps",
                     "--no-index", "--no-cache-dir", "--force-reinstall", str(wheel)], check=True,

@@ -12,6 +12,7 @@ import pytest
 from fixmono.analysis import status
 from fixmono.cli import status as status_cli
 from fixmono.runtime import hotfixes
+from fixmono.runtime.child import child_env
 from fixmono.sources.installed import installed_path
 from fixmono.apply.contract import apply_change
 from fixmono.model.outcome import Status
@@ -134,6 +135,14 @@ def test_bad_input_is_one_line_and_exit_2(args):
     run = fixes_cli(*args)
     assert run.returncode == 2 and run.stdout == ""
     assert len(run.stderr.splitlines()) == 1 and run.stderr.startswith("fixes: error:"), run.stderr
+
+
+@pytest.mark.parametrize("args", [["--bogus"], ["--timeout", "0"], ["--python", "/no/such/python"]])
+def test_fixmono_status_errors_are_prefixed_with_its_own_name(args):
+    run = subprocess.run([sys.executable, "-m", "fixmono", "status", *args], capture_output=True, text=True,
+                         env=child_env(), timeout=300)
+    assert run.returncode == 2 and run.stdout == ""
+    assert len(run.stderr.splitlines()) == 1 and run.stderr.startswith("fixmono status: error:"), run.stderr
 
 
 @pytest.mark.skipif(not (REPO_ROOT / "tools/fixes").exists(), reason="tools/fixes not in this tree")

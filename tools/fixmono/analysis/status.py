@@ -71,10 +71,15 @@ def check_installed(fix: Fix, site: Path | None = None, env: Environment | None 
         detail = outcome.detail
     row = {**row, "installed_files": state, "applies": outcome.status in (Status.APPLIED, Status.ALREADY_APPLIED),
            "detail": detail}
-    return with_journal(row, fix, source.site) if site is None else row
+    return with_journal(row, fix, source.site, env) if site is None else row
 
 
-def with_journal(row: dict, fix: Fix, site: Path) -> dict:
+def patch_env_command(env: Environment, *args: str) -> str:
+    """The patch-env command line for this environment (another interpreter's: with its --python)."""
+    return " ".join(["fixmono patch-env", *([] if env.here else ["--python", env.python]), *args])
+
+
+def with_journal(row: dict, fix: Fix, site: Path, env: Environment) -> dict:
     """What `patch-env` recorded for this fix in the environment's journal, and
     whether the files still are what it wrote."""
     try:
@@ -92,13 +97,17 @@ def with_journal(row: dict, fix: Fix, site: Path) -> dict:
     if state == "patched" and row["installed_files"] == FIXED:
         return {**row, "installed_files": PATCHED_HERE,
                 "detail": f"patch-env by fixmono {stamp.get('fixmono_version', '?')} at {stamp.get('at', '?')}: "
-                          f"{', '.join(files)} (undo: fixmono patch-env --undo {fix.id})"}
+                          f"{', '.join(files)} (undo: {patch_env_command(env, '--undo', fix.id)})"}
     if state == "pending":
-        return {**row, "detail": f"{row['detail']}; an interrupted patch-env: run `fixmono patch-env` again to "
-                                 "complete it"}
+        return {**row, "detail": f"{row['detail']}; an interrupted patch-env: run `{patch_env_command(env, fix.id)}` "
+                                 "again to complete it"}
     changed = ", ".join(f"{rel} ({s})" for rel, s in files.items() if s != "patched")
+    if "changed" in states:
+        return {**row, "detail": f"{row['detail']}; journal kept: {changed} since fixmono patched it, by something "
+                                 f"else; `{patch_env_command(env, '--undo', '--force', fix.id)}` restores the original"}
     return {**row, "detail": f"{row['detail']}; journal stale: {changed} since fixmono patched it (pip install "
-                             "--force-reinstall or an upgrade?): patch-env again, or --undo to forget it"}
+                             f"--force-reinstall or an upgrade?): patch-env again, or "
+                             f"`{patch_env_command(env, '--undo', fix.id)}` to forget it"}
 
 
 def collect(fixes: list[Fix] | None = None, run_reproducers: bool = False, timeout: float = 600.0,

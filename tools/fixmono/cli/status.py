@@ -77,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     def show(report, args):
         return render(report, colour=sys.stdout.isatty() and not os.environ.get("NO_COLOR"))
 
-    return run_command("fixes", argv, parse_args, work, show, cleanup=lambda: progress(""))
+    prog = "fixmono status" if sys.argv[0] == "fixmono status" else "fixes"  # cli/main.py names it so
+    return run_command(prog, argv, parse_args, work, show, cleanup=lambda: progress(""))
 
 
 if __name__ == "__main__":
