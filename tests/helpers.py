@@ -4,6 +4,7 @@ with the batchnorm fix's fixture as the sample target, and a throwaway fix
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -121,3 +122,13 @@ def run_killed_at(point: str, tmp_path: Path, *args: str, module: str = "fixmono
     proc.wait()
     assert reached.exists() and reached.read_text() == point, f"the run never reached {point}"
     reached.unlink()
+
+
+COPY_SKIP = {".venv", ".cache", ".git", "__pycache__", ".hypothesis", "out", "patches-out"}
+
+
+def copy_tree(dest: Path) -> Path:
+    """A copy of this tree (no venv, git or build outputs): a test adds a throwaway fix folder to it."""
+    shutil.copytree(REPO_ROOT, dest, symlinks=False,
+                    ignore=lambda d, names: [n for n in names if n in COPY_SKIP or n.startswith("bazel-")])
+    return dest

@@ -454,3 +454,60 @@ def test_a_verdict_is_kept_for_the_same_inputs_only(monkeypatch):
     monkeypatch.undo()
     monkeypatch.setattr(results, "runner_source", lambda: "edited")
     assert results.key(fix, "5.8.0", ["a"]) != first  # the code that runs reproducers changed
+
+
+def test_ctrl_c_while_a_reproducer_runs(tmp_path):
+    """drift --run --installed on a throwaway fix (a copy of this tree with one
+    more folder) whose reproducer sleeps: SIGINT once it runs ends the run with
+    130 and one line, and leaves no reproducer behind. No network: the
+    release is this interpreter's own."""
+    from tests.helpers import copy_tree, throwaway_fix
+
+    fix_id = "transformers-throwaway-sleeper"
+    root = copy_tree(tmp_path / "repo")
+    folder = root / "fixes" / "transformers" / "throwaway_sleeper"
+    started = tmp_path / "reproducer-started"
+    files = throwaway_fix("transformers", fix_id, "src/transformers/_throwaway.py")
+    files["fix.py"] = files["fix.py"].replace('backends=("cpu",),', 'backends=("cpu",), repro_needs="cpu", '
+                                              'reproduce=lazy(f"{__package__}.repro:reproduce"),')
+    files["fix.py"] = "from fixmono.model.fix import lazy\n" + files["fix.py"]
+    files["repro.py"] = textwrap.dedent(f'''\
+        """Sleeps: a reproducer that is still running when the test presses Ctrl-C."""
+        import os
+        import time
+        from pathlib import Path
+
+
+        def reproduce():
+            Path({str(started)!r}).write_text(str(os.getpid()))
+            time.sleep(600)
+
+
+        def main(argv=None):
+            reproduce()
+            return 0
+        ''')
+    for name, text in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text)
+    env = {**child_env(), "PYTHONPATH": f"{root / 'tools'}{os.pathsep}{root}", "FIXMONO_CACHE": str(tmp_path / "c")}
+    env.pop("XML_OUTPUT_FILE", None)
+    proc = subprocess.Popen([sys.executable, "-m", "fixmono.cli.drift", "--fix", fix_id, "--run", "--installed"],
+                            cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not started.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert started.exists(), f"the reproducer never started: {proc.communicate(timeout=60)}"
+        time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130 and err == "drift_matrix: interrupted; no report was written\n", err
+    reproducer = int(started.read_text())
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{reproducer}").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not Path(f"/proc/{reproducer}").exists() or \
+        Path(f"/proc/{reproducer}/stat").read_text().split()[2] == "Z", "the reproducer outlived the run"

@@ -6,28 +6,17 @@ the copy edited."""
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from fixmono.testing import REPO_ROOT
-from tests.helpers import throwaway_fix
+from tests.helpers import copy_tree, throwaway_fix
 
 FOLDER = Path("fixes/pytorch/throwaway_fill_value")
 FIX_ID = "pytorch-throwaway-fill-value"
 FILES = throwaway_fix("pytorch", FIX_ID, "torch/_throwaway.py")
-SKIP = {".venv", ".cache", ".git", "__pycache__", ".hypothesis", "out", "patches-out"}
-
-
-def copy_tree(dest: Path) -> Path:
-    shutil.copytree(REPO_ROOT, dest, symlinks=False,
-                    ignore=lambda d, names: [n for n in names if n in SKIP or n.startswith("bazel-")])
-    return dest
-
-
 def digests(root: Path) -> dict[str, str]:
     return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
             for p in sorted(root.rglob("*")) if p.is_file() and "__pycache__" not in p.parts}
