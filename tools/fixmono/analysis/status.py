@@ -84,10 +84,10 @@ def with_journal(row: dict, fix: Fix, site: Path, env: Environment) -> dict:
     whether the files still are what it wrote."""
     try:
         journal = Journal.read(site)
-    except UserError as err:
+        files = {rel: journal.state(rel) for rel, e in journal.files.items()
+                 if fix.id in e["fixes"] + e.get("pending", {}).get("fixes", [])}
+    except UserError as err:  # a journal or a path in it that patch-env would refuse
         return {**row, "patch_env": {"state": "unreadable"}, "detail": f"{row['detail']}; {err}"}
-    files = {rel: journal.state(rel) for rel, e in journal.files.items()
-             if fix.id in e["fixes"] + e.get("pending", {}).get("fixes", [])}
     if not files:
         return row
     stamp = journal.data["fixes"].get(fix.id, {})
