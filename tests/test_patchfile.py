@@ -1,0 +1,121 @@
+"""Patch files as input (model/patchfile.py): what git and diff write is read
+(format-patch mails, plain `diff -u`, several files, CRLF, `\\ No newline at end
+of file`), and what cannot be a fix is one line (UserError), never a traceback.
+Every diff here is made by git or diff from text we write."""
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from fixmono.apply.contract import apply_change
+from fixmono.engines.port import diff_fix
+from fixmono.model.errors import UserError
+from fixmono.model.outcome import Status
+from fixmono.model.patchfile import parse_patch, read_patch
+
+BEFORE = "def f(x):\n    y = x + 1\n    return y\n\n\ndef g(x):\n    return x\n"
+AFTER = "def f(x):\n    y = x + 2\n    return y\n\n\ndef g(x):\n    return x\n"
+
+
+def repo(tmp: Path, files: dict[str, str]) -> Path:
+    subprocess.run(["git", "init", "-q", str(tmp)], check=True)
+    for name, text in files.items():
+        (tmp / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp / name).write_bytes(text.encode())
+    subprocess.run(["git", "-C", str(tmp), "add", "-A"], check=True)
+    subprocess.run(["git", "-C", str(tmp), "-c", "user.name=T", "-c", "user.email=t@x", "commit", "-qm", "base"],
+                   check=True)
+    return tmp
+
+
+def format_patch(tmp: Path, before: dict[str, str], after: dict[str, str], message: str) -> str:
+    root = repo(tmp, before)
+    for name, text in after.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(text.encode())
+    subprocess.run(["git", "-C", str(root), "add", "-A"], check=True)
+    subprocess.run(["git", "-C", str(root), "-c", "user.name=A U Thor", "-c", "user.email=a@example.org",
+                    "commit", "-qm", message], check=True, env={"GIT_AUTHOR_DATE": "2026-10-02T10:00:00+0000",
+                                                                "PATH": "/usr/bin:/bin"})
+    return subprocess.run(["git", "-C", str(root), "format-patch", "-1", "--stdout"], capture_output=True,
+                          text=True, check=True).stdout
+
+
+def test_a_format_patch_mail_gives_identity_and_dep3(tmp_path):
+    text = format_patch(tmp_path, {"pkg/m.py": BEFORE}, {"pkg/m.py": AFTER},
+                        "Fix the offset in f\n\nf added one too few.\n\n(cherry picked from commit 0123456789abcdef)")
+    patch = parse_patch(text, "0001-fix.patch")
+    assert (patch.subject, patch.date, patch.origin) == ("Fix the offset in f", "2026-10-02",
+                                                        "commit 0123456789abcdef")
+    assert patch.author == "A U Thor <a@example.org>" and "one too few" in patch.body
+    fix = diff_fix(patch, "pytorch")
+    assert fix.id == "diff-fix-the-offset-in-f" and fix.dep3.origin == "other, commit 0123456789abcdef"
+    (change,) = fix.changes
+    assert change.path == "pkg/m.py" and apply_change(change, BEFORE).new_text == AFTER
+
+
+def test_a_plain_diff_u_and_several_files(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    for side, text in (("a", BEFORE), ("b", AFTER)):
+        (tmp_path / side / "m.py").write_text(text)
+        (tmp_path / side / "n.py").write_text(text.replace("f(", "h("))
+    out = subprocess.run(["diff", "-ru", "a", "b"], cwd=tmp_path, capture_output=True, text=True).stdout
+    patch = parse_patch(out, "plain.diff")
+    assert [f.path for f in patch.files] == ["m.py", "n.py"] and patch.subject is None
+    fix = diff_fix(patch, "pytorch", "mine")
+    assert [apply_change(c, BEFORE if c.path == "m.py" else BEFORE.replace("f(", "h(")).status
+            for c in fix.changes] == [Status.APPLIED, Status.APPLIED]
+
+
+@pytest.mark.parametrize("before, after", [
+    (BEFORE.rstrip("\n"), AFTER.rstrip("\n")),  # no newline at the end, on both sides
+    (BEFORE, AFTER.rstrip("\n")),  # the fix drops the last line end
+    (BEFORE.replace("\n", "\r\n"), AFTER.replace("\n", "\r\n")),  # CRLF throughout
+])
+def test_line_ends_are_kept_as_the_diff_says(tmp_path, before, after):
+    text = format_patch(tmp_path, {"m.py": before}, {"m.py": after}, "ends")
+    (change,) = diff_fix(parse_patch(text), "pytorch", "ends").changes
+    result = apply_change(change, before)
+    assert result.status is Status.APPLIED and result.new_text == after
+    assert apply_change(change, after).status is Status.ALREADY_APPLIED
+
+
+@pytest.mark.parametrize("text, words", [
+    ("", "no file changes"),
+    ("just some words\nnot a diff\n", "no file changes"),
+    ("--- a/m.py\n+++ b/m.py\n@@ -1,3 +1,3 @@\n x\n-y\n", "not a well-formed diff"),
+    ("--- a//etc/passwd\n+++ b//etc/passwd\n@@ -1 +1 @@\n-x\n+y\n", "absolute"),
+    ("--- a/../../x.py\n+++ b/../../x.py\n@@ -1 +1 @@\n-x\n+y\n", "climbs out"),
+    ("diff --git a/w.bin b/w.bin\nindex 1..2 100644\nBinary files a/w.bin and b/w.bin differ\n", "binary"),
+    ("--- a/m.py\n+++ b/m.py\n@@ -1 +1 @@\n-x\n+y\n--- a/m.py\n+++ b/m.py\n@@ -3 +3 @@\n-x\n+y\n", "twice"),
+])
+def test_what_cannot_be_a_fix_is_one_line(text, words):
+    with pytest.raises(UserError, match=words) as err:
+        parse_patch(text, "bad.patch")
+    assert "\n" not in str(err.value)
+
+
+def test_bytes_that_are_not_utf8_are_one_line(tmp_path):
+    (tmp_path / "x.patch").write_bytes(b"--- a/m.py\n+++ b/m.py\n@@ -1 +1 @@\n-\xff\n+y\n")
+    with pytest.raises(UserError, match="not UTF-8"):
+        read_patch(tmp_path / "x.patch")
+
+
+@pytest.mark.parametrize("kind", ["added", "deleted", "renamed"])
+def test_new_deleted_and_renamed_files_are_refused_by_name_for_now(tmp_path, kind):
+    before = {"m.py": BEFORE, "old.py": "x = 1\n"}
+    after = {"added": {**before, "new.py": "z = 1\n"}, "deleted": {"m.py": BEFORE},
+             "renamed": {"m.py": BEFORE, "moved.py": "x = 1\n"}}[kind]
+    root = repo(tmp_path, before)
+    for name in before:
+        if name not in after:
+            (root / name).unlink()
+    for name, text in after.items():
+        (root / name).write_text(text)
+    subprocess.run(["git", "-C", str(root), "add", "-A"], check=True)
+    text = subprocess.run(["git", "-C", str(root), "diff", "--cached", "-M"], capture_output=True, text=True).stdout
+    with pytest.raises(UserError, match=kind):
+        diff_fix(parse_patch(text, "files.patch"), "pytorch")

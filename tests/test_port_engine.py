@@ -1,0 +1,191 @@
+"""The port engine (engines/port.py) on generated Python files whose right
+answer is known: each file is a structure (classes, functions, statements)
+rendered as text; an edit is made to one function and turned into a diff by
+`git diff --no-index`; the target is the same structure changed the way
+releases change (functions moved, a class around them, a function added
+above, a context line changed, the same body in two classes). The truth is
+the edit made to the changed structure. For every case:
+- where `git apply` applies it rightly, the engine's text is byte-identical to
+  it (git apply also puts hunks in the wrong class: the same lines in another
+  class, when the right one's context changed; counted, not copied);
+- the engine's answer is the truth, or `failed`/`not-applicable`: never
+  other text (a misplaced hunk counts as a failure of this test);
+- applying the result again is `already-applied`.
+Our own generated text; no upstream code."""
+from __future__ import annotations
+
+import random
+import subprocess
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import pytest
+
+from fixmono.apply.contract import apply_change
+from fixmono.engines.port import diff_fix
+from fixmono.model.outcome import Status
+from fixmono.model.patchfile import parse_patch
+
+SEEDS = range(240)
+
+
+@dataclass
+class Func:
+    name: str
+    body: list[str]
+    args: str = "x"
+
+
+@dataclass
+class Klass:
+    name: str | None  # None: module level
+    funcs: list[Func] = field(default_factory=list)
+
+
+def render(module: list[Klass], header: str = "import os\n") -> str:
+    out = [header]
+    for klass in module:
+        pad = "    " if klass.name else ""
+        if klass.name:
+            out.append(f"\n\nclass {klass.name}:\n")
+        for n, func in enumerate(klass.funcs):
+            out.append("\n" if klass.name and n else "\n\n" if not klass.name else "")
+            self_arg = "self, " if klass.name else ""
+            out.append(f"{pad}def {func.name}({self_arg}{func.args}):\n")
+            out += [f"{pad}    {line}\n" for line in func.body]
+    return "".join(out)
+
+
+def make_module(rng: random.Random) -> list[Klass]:
+    shared = [f"y = x + {rng.randint(0, 3)}", "z = y * 2", "return z"]  # the same body in two places
+    module = []
+    for c in range(rng.randint(1, 3)):
+        funcs = []
+        for f in range(rng.randint(2, 4)):
+            body = [f"v{k} = x * {rng.randint(1, 9)}" for k in range(rng.randint(2, 6))] + ["return v0"]
+            funcs.append(Func(f"f{c}{f}", body))
+        funcs.append(Func("foo", list(shared)))
+        module.append(Klass(f"C{c}" if c or rng.random() < 0.6 else None, funcs))
+    return module
+
+
+def copy(module: list[Klass]) -> list[Klass]:
+    return [Klass(k.name, [replace(f, body=list(f.body)) for f in k.funcs]) for k in module]
+
+
+def edit(module: list[Klass], rng: random.Random) -> tuple[int, int, str, str]:
+    """Where and what: (class index, function index, kind, new line)."""
+    c = rng.randrange(len(module))
+    f = rng.randrange(len(module[c].funcs))
+    kind = rng.choice(["replace", "insert", "delete", "insert-two"])
+    return c, f, kind, f"w = x - {rng.randint(10, 99)}"
+
+
+def edited(module: list[Klass], change) -> list[Klass]:
+    c, f, kind, line = change
+    out = copy(module)
+    body = out[c].funcs[f].body
+    at = min(1, len(body) - 1)
+    if kind == "replace":
+        body[at] = line
+    elif kind == "insert":
+        body.insert(at + 1, line)
+    elif kind == "delete" and len(body) > 2:
+        del body[at]
+    else:
+        body[at + 1:at + 1] = [line, line.replace("w =", "u =")]
+    return out
+
+
+VARIANTS = ["same", "function-above", "moved", "wrapped-in-class", "context-changed", "class-grew"]
+
+
+def variant(module: list[Klass], name: str, change) -> list[Klass]:
+    """The same change to the structure a later or earlier release has."""
+    c, f, _, _ = change
+    out = copy(module)
+    if name == "function-above":
+        out[0].funcs.insert(0, Func("added_above", ["a = 1", "return a"]))
+    elif name == "moved":
+        out[c].funcs.append(out[c].funcs.pop(f))
+    elif name == "wrapped-in-class" and out[c].name is None:
+        out[c].name = "Wrapper"
+    elif name == "context-changed":
+        body = out[c].funcs[f].body
+        body[0] = body[0] + "  # tuned"
+        body[:] = [line.replace("x *", "x **") if line.startswith("v3 =") else line for line in body]
+    elif name == "class-grew":
+        out[c].funcs.insert(max(f - 1, 0), Func("grown", ["g = 2", "return g"]))
+    return out
+
+
+def git_diff(a: str, b: str, tmp: Path) -> str:
+    (tmp / "a").mkdir(exist_ok=True)
+    (tmp / "b").mkdir(exist_ok=True)
+    (tmp / "a" / "m.py").write_text(a)
+    (tmp / "b" / "m.py").write_text(b)
+    proc = subprocess.run(["git", "diff", "--no-index", "--no-color", "a/m.py", "b/m.py"], cwd=tmp,
+                          capture_output=True, text=True)
+    return proc.stdout.replace("a/a/m.py", "a/m.py").replace("b/b/m.py", "b/m.py")
+
+
+def git_apply(diff: str, target: str, tmp: Path) -> str | None:
+    work = tmp / "apply"
+    work.mkdir(exist_ok=True)
+    (work / "m.py").write_text(target)
+    proc = subprocess.run(["git", "apply", "-"], cwd=work, input=diff, capture_output=True, text=True)
+    return (work / "m.py").read_text() if proc.returncode == 0 else None
+
+
+def outcome(diff: str, target: str):
+    fix = diff_fix(parse_patch(diff, "generated.patch"), "pytorch", "generated")
+    (change,) = fix.changes
+    return change, apply_change(change, target)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_generated_cases(seed, tmp_path):
+    rng = random.Random(seed)
+    base = make_module(rng)
+    change = edit(base, rng)
+    diff = git_diff(render(base), render(edited(base, change)), tmp_path)
+    if not diff:
+        pytest.skip("the edit changed nothing")
+    for name in VARIANTS:
+        target, truth = render(variant(base, name, change)), render(variant(edited(base, change), name, change))
+        by_git = git_apply(diff, target, tmp_path)
+        change_, result = outcome(diff, target)
+        if by_git == truth:  # git apply placed it right: the same bytes
+            assert result.status is Status.APPLIED and result.new_text == by_git, (name, result.detail)
+        if result.status is Status.APPLIED:
+            assert result.new_text == truth, f"{name}: misplaced or wrong\n{diff}\n{result.new_text}"
+            assert apply_change(change_, result.new_text).status is Status.ALREADY_APPLIED
+        else:
+            assert result.status in (Status.FAILED, Status.NOT_APPLICABLE), result
+        presence = apply_change(change_, truth).status
+        if name == "same":  # the diff's own post-image
+            assert presence is Status.ALREADY_APPLIED, (diff, truth)
+        else:  # or, where the same lines are in two places the diff cannot tell apart, failed: never a guess
+            assert presence in (Status.ALREADY_APPLIED, Status.FAILED), (name, diff, truth)
+
+
+def test_what_the_engine_places_over_the_generated_cases(tmp_path):
+    """The counts behind the README's line, and at least as many as git apply places."""
+    counts = {"git": 0, "git misplaced": 0, "engine": 0, "cases": 0}
+    for seed in SEEDS:
+        rng = random.Random(seed)
+        base = make_module(rng)
+        change = edit(base, rng)
+        diff = git_diff(render(base), render(edited(base, change)), tmp_path)
+        if not diff:
+            continue
+        for name in VARIANTS:
+            target, truth = render(variant(base, name, change)), render(variant(edited(base, change), name, change))
+            by_git = git_apply(diff, target, tmp_path)
+            counts["cases"] += 1
+            counts["git"] += by_git == truth
+            counts["git misplaced"] += by_git not in (None, truth)
+            counts["engine"] += outcome(diff, target)[1].status is Status.APPLIED
+    print(f"\n{counts['cases']} cases: git apply right {counts['git']}, misplaced {counts['git misplaced']}; "
+          f"port engine right {counts['engine']}, misplaced 0 (test_generated_cases)")
+    assert counts["engine"] >= counts["git"]

@@ -1,0 +1,415 @@
+"""The port engine: a unified diff's hunks applied by syntax, never guessed.
+
+Each hunk of one file is a DiffTransform site. In the target it is found:
+1. exactly (its context and removed lines, byte for byte, as `git apply`
+   finds them): where that is unique, or at the line the hunk names, the
+   result is what `git apply` writes;
+2. else as normalised lines (indentation, runs of spaces, trailing comments
+   and blank lines ignored), re-indenting the added lines to the target;
+3. else with up to MAX_TRIM context lines dropped at either end (never a
+   removed line), only where the hunk's scope confirms the place.
+The scope of a hunk is what the diff itself says of it: the def/class lines
+in its context above the first change (they enclose it) and git's section
+header (`@@ ... @@ def name(`). A candidate place must lie inside those
+scopes in the target (Python: its class/def chain, from `ast`). Two places
+left, or none with the removed lines there, is `failed` naming the hunk and
+the line; a scope or code that is not in the file is `not-applicable`.
+
+The presence check is the diff itself: a hunk whose post-image is there and
+whose pre-image is not is already applied. The result must parse, and every
+name the added lines read must be bound somewhere in the module (an import
+of something this release lacks, a helper that does not exist here): else
+`failed` with that name.
+"""
+from __future__ import annotations
+
+import ast
+import builtins
+import re
+from pathlib import Path
+
+from fixmono.model.errors import NotApplicable, TargetSyntaxError, TransformFailed
+from fixmono.model.errors import UserError
+from fixmono.model.fix import Dep3, FileChange, Fix, Rewrite
+from fixmono.model.patchfile import Hunk, PatchFile, lines_of
+
+MAX_TRIM = 3  # context lines `patch --fuzz=3` may ignore at each end; here only with the scope confirmed
+DEF = re.compile(r"^(\s*)(?:async\s+)?(?:def|class)\s+([A-Za-z_]\w*)")
+
+
+def scope_of(hunk: Hunk) -> list[str]:
+    """The def/class names the diff shows above its first change that enclose it, outermost first."""
+    first = next((i for i, (k, _) in enumerate(hunk.lines) if k != " "), 0)
+    indent = min((len(t) - len(t.lstrip()) for k, t in hunk.lines[first:] if k != " " and t.strip()), default=0)
+    chain = []
+    for kind, text in reversed(hunk.lines[:first]):
+        match = DEF.match(text)
+        if match and len(match[1]) < indent:
+            chain.insert(0, match[2])
+            indent = len(match[1])
+    return chain
+
+
+def header_name(hunk: Hunk) -> str | None:
+    """The def/class git's section header names (the nearest one above the hunk, which may not enclose it)."""
+    match = DEF.match(hunk.header)
+    return match[2] if match else None
+
+
+def norm(line: str) -> str:
+    """A line as tokens: spaces collapsed, a trailing comment dropped (not inside a string)."""
+    text = line.strip()
+    if "#" in text and "'" not in text and '"' not in text:
+        text = text.split("#", 1)[0].rstrip()
+    return " ".join(text.split())
+
+
+def indent_of(line: str) -> str:
+    return line[:len(line) - len(line.lstrip(" \t"))]
+
+
+def ending(line: str) -> str:
+    return "\r\n" if line.endswith("\r\n") else "\n" if line.endswith("\n") else ""
+
+
+class Scopes:
+    """The class/def chain of every line of a Python source."""
+
+    def __init__(self, source: str):
+        try:
+            tree = ast.parse(source)
+        except (SyntaxError, ValueError) as err:
+            where = f" at line {err.lineno}" if getattr(err, "lineno", None) else ""
+            raise TargetSyntaxError(f"Python syntax error{where}: {getattr(err, 'msg', err)}") from None
+        self.spans = [(n.lineno, n.end_lineno, n.name) for n in ast.walk(tree)
+                      if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+        self.names = {name for _, _, name in self.spans}
+
+    def chain(self, line: int) -> list[str]:
+        """Names of the defs/classes enclosing 1-based `line` (its own def line included), outermost first."""
+        return [name for start, end, name in sorted(self.spans) if start <= line <= end]
+
+
+def fits(chain: list[str], wanted: list[str]) -> bool:
+    """The names of `wanted` enclose the place too, in the same order (others may lie between)."""
+    names = iter(chain)
+    return all(name in names for name in wanted)
+
+
+CPP = (".c", ".cc", ".cpp", ".cxx", ".cu", ".h", ".hh", ".hpp", ".cuh", ".inc")
+
+
+class DiffTransform:
+    """The hunks of one file of a diff, as a Transform. `engine` is the kind of
+    file it edits (patch-env and patch-wheel take a Python one like a libcst
+    transform). Outside Python files no scope can be read yet: only the exact
+    step runs there (as `git apply`, with the presence check)."""
+
+    def __init__(self, path: str, hunks: tuple[Hunk, ...]):
+        self.path, self.hunks = path, hunks
+        self.engine = "python" if path.endswith((".py", ".pyi")) else "cpp" if path.endswith(CPP) else "text"
+        self.description = f"the diff's {len(hunks)} hunk(s) to {path}"
+
+    def rewrite(self, source: str) -> Rewrite:
+        python = self.engine == "python"
+        if python:
+            Scopes(source)  # the target must parse
+        lines = lines_of(source)
+        changed, present, absent, added_at = [], [], [], []
+        offset = 0
+        for n, hunk in enumerate(self.hunks, 1):
+            name = f"{hunk.label}"
+            result = place(hunk, lines, hunk.start - 1 + offset, python)
+            if result == "present":
+                present.append(name)
+            elif result == "absent":
+                absent.append(name)
+            else:
+                start, stop, replacement, new_rows = result
+                lines[start:stop] = replacement
+                added_at += [start + r for r in new_rows]
+                offset += len(replacement) - (stop - start)
+                changed.append(name)
+        if absent and (changed or present):
+            raise TransformFailed(f"{', '.join(absent)}: its code is not in this file while the other hunks are "
+                                  "(refusing half a diff)")
+        if absent:
+            raise NotApplicable(f"the code the diff changes ({absent[0]})")
+        new = "".join(lines)
+        if changed and python:
+            try:
+                check_names(new, added_at, self.path)
+            except SyntaxError as err:
+                raise TransformFailed(f"the result does not parse (line {err.lineno}: {err.msg})") from None
+        return Rewrite(new, len(changed), len(present), tuple(changed), tuple(present))
+
+
+class NoScopes:
+    """A file whose scopes cannot be read (not Python): nothing confirms a place."""
+
+    names: set = set()
+
+    def chain(self, line: int) -> list[str]:
+        return []
+
+
+def place(hunk: Hunk, lines: list[str], expected: int, python: bool = True):
+    """Where `hunk` goes in `lines`: (start, stop, replacement lines, rows of added
+    lines in the replacement), "present", or "absent"; TransformFailed when unsure."""
+    if not python:
+        return place_exactly(hunk, lines, expected)
+    scopes = Scopes("".join(lines))
+    wanted = scope_of(hunk)
+    header = header_name(hunk)
+    if (wanted and wanted[-1] not in scopes.names) or (header and header not in scopes.names and not wanted):
+        missing = wanted[-1] if wanted else header
+        if not any(norm(t) and norm(t) in {norm(x) for x in lines} for k, t in hunk.lines if k == "-"):
+            return "absent"
+        raise TransformFailed(f"{hunk.label}: its scope `{missing}` is not in this file, but lines it removes are")
+
+    if any((m := DEF.match(t)) and not m[1] for k, t in hunk.lines if k == " "):
+        header = None  # the hunk shows its own top-level def/class: git's header names what lies above it
+
+    def confirmed(start: int, probe: int) -> bool:
+        """The place whose block starts at line index `start` and whose first change is at `probe`."""
+        chain = scopes.chain(probe + 1)
+        return fits(chain, wanted) and (not header or header in chain or header_above(lines, start, header))
+
+    old, new = hunk.old, hunk.new
+    found_old = [p for p in exact(old, lines) if confirmed(p, p + probe_row(hunk, "-"))]
+    found_new = [p for p in exact(new, lines) if confirmed(p, p + probe_row(hunk, "+"))]
+    if found_old and not found_new:
+        at = expected if expected in found_old else one(found_old, hunk, "its lines")
+        return at, at + len(old), new, added_rows(hunk)
+    if found_new and not found_old:
+        return "present"
+    if found_new and found_old:
+        raise TransformFailed(f"{hunk.label}: both its old and its new lines are in the file; cannot tell whether "
+                              "it is applied")
+    return place_normalised(hunk, lines, scopes, confirmed)
+
+
+def probe_row(hunk: Hunk, side: str) -> int:
+    """Index, in the hunk's old (side '-') or new ('+') lines, of the line its
+    scope is judged at: the first changed line, or the context line just above it."""
+    rows = [k for k, _ in hunk.lines if k in (" ", side)]
+    first = next((i for i, k in enumerate(rows) if k == side), None)
+    if first is None:  # this side has no changed line: the context line above the change
+        first = next((i for i, (k, _) in enumerate(hunk.lines) if k != " "), 0)
+        return max(first - 1, 0)
+    return first
+
+
+def place_exactly(hunk: Hunk, lines: list[str], expected: int):
+    """A file without scopes: the exact step alone; anything else is failed, never guessed."""
+    old, new = hunk.old, hunk.new
+    found_old, found_new = exact(old, lines), exact(new, lines)
+    if found_old and not found_new:
+        at = expected if expected in found_old else one(found_old, hunk, "its lines")
+        return at, at + len(old), new, added_rows(hunk)
+    if found_new and not found_old:
+        return "present"
+    if not any(t.strip() and t in lines for k, t in hunk.lines if k == "-") and any(k == "-" for k, _ in hunk.lines):
+        return "absent"
+    raise TransformFailed(f"{hunk.label}: its lines are not in the file as they are in the diff (only the exact "
+                          "step runs outside Python files); refusing to guess")
+
+
+def added_rows(hunk: Hunk) -> list[int]:
+    """Indexes, in the hunk's new lines, of the added ones."""
+    return [i for i, kind in enumerate(k for k, _ in hunk.lines if k != "-") if kind == "+"]
+
+
+def header_above(lines: list[str], at: int, name: str) -> bool:
+    """git's section header for a block at `at` would be `name`: the nearest
+    def/class line above it (git's python driver), or the nearest one at the
+    top level (git's default, which takes unindented lines only)."""
+    nearest = top = None
+    for line in reversed(lines[:at]):
+        match = DEF.match(line)
+        if match and nearest is None:
+            nearest = match[2]
+        if match and not match[1]:
+            top = match[2]
+            break
+    return name in (nearest, top)
+
+
+def one(places: list[int], hunk: Hunk, what: str) -> int:
+    if len(places) > 1:
+        raise TransformFailed(f"{hunk.label}: {what} fit {len(places)} places (lines "
+                              f"{', '.join(str(p + 1) for p in places[:5])}); refusing to guess")
+    return places[0]
+
+
+def exact(block: list[str], lines: list[str]) -> list[int]:
+    if not block:
+        return []
+    return [i for i in range(len(lines) - len(block) + 1) if lines[i:i + len(block)] == block]
+
+
+def place_normalised(hunk: Hunk, lines: list[str], scopes: Scopes, confirmed):
+    """Steps 2 and 3: normalised lines, then trimmed context with the scope confirmed."""
+    rows = [(i, k, norm(t)) for i, (k, t) in enumerate(hunk.lines) if norm(t)]
+    targets = [(i, norm(t)) for i, t in enumerate(lines) if norm(t)]
+    removed = [i for i, k, _ in rows if k == "-"]
+    if not any(k != "+" for _, k, _ in rows):
+        raise TransformFailed(f"{hunk.label}: no context to place its added lines by")
+    olds = [(i, k, t) for i, k, t in rows if k != "+"]
+    news = [(i, k, t) for i, k, t in rows if k != "-"]
+    for trim in range(0, MAX_TRIM + 1):
+        for lead in range(trim + 1):
+            tail = trim - lead
+            core_old = trimmed(olds, lead, tail)
+            if core_old is None or (trim and not (scope_of(hunk) or header_name(hunk))):
+                continue
+            if trim and not any(k == "-" for _, k, _ in core_old) and len(core_old) < 2:
+                continue
+            keep = {i for i, _, _ in core_old}
+            core_new = [r for r in news if r[1] == "+" or r[0] in keep]
+            at_old = [p for p in seq(core_old, targets) if confirmed(targets[p][0], probe(core_old, targets, p))]
+            at_new = [p for p in seq(core_new, targets) if confirmed(targets[p][0], probe(core_new, targets, p))]
+            if at_new and not at_old:
+                return "present"
+            if at_old and at_new:
+                raise TransformFailed(f"{hunk.label}: both its old and its new lines are in the file")
+            if at_old:
+                p = one(at_old, hunk, "its lines (as tokens)")
+                return splice(hunk, lines, targets[p:p + len(core_old)], core_old)
+    if removed and not any(norm(hunk.lines[i][1]) in {t for _, t in targets} for i in removed):
+        return "absent"
+    differing = next((hunk.lines[i][1].strip() for i, k, _ in olds if k == "-" and
+                      norm(hunk.lines[i][1]) not in {t for _, t in targets}), None)
+    raise TransformFailed(f"{hunk.label}: its context or removed lines are not in the file"
+                          + (f" (e.g. `{differing}`)" if differing else "") + "; refusing to guess")
+
+
+def probe(rows: list, targets: list, p: int) -> int:
+    """The target line of the first changed row (or the row above it) of `rows` placed at `p`."""
+    first = next((n for n, (_, k, _) in enumerate(rows) if k != " "), 0)
+    return targets[p + max(first - (1 if rows[first][1] == " " else 0), 0)][0]
+
+
+def trimmed(olds: list, lead: int, tail: int):
+    """`olds` without `lead` leading and `tail` trailing context lines (None: a removed line would go)."""
+    core = olds[lead:len(olds) - tail]
+    if any(k == "-" for _, k, _ in olds[:lead] + olds[len(olds) - tail:]) or not core:
+        return None
+    return core
+
+
+def seq(rows: list, targets: list) -> list[int]:
+    wanted = [t for _, _, t in rows]
+    have = [t for _, t in targets]
+    return [p for p in range(len(have) - len(wanted) + 1) if have[p:p + len(wanted)] == wanted]
+
+
+def splice(hunk: Hunk, lines: list[str], matched: list, core: list):
+    """The target span of `matched` rewritten: its context lines kept as they are,
+    removed lines dropped, added lines re-indented and put where the hunk has them."""
+    first_hunk_row = core[0][0]
+    while first_hunk_row and (hunk.lines[first_hunk_row - 1][0] == "+" or not norm(hunk.lines[first_hunk_row - 1][1])):
+        first_hunk_row -= 1  # added (or blank) lines just above the first matched line go with it
+    last_hunk_row = core[-1][0]
+    while last_hunk_row + 1 < len(hunk.lines) and (hunk.lines[last_hunk_row + 1][0] == "+"
+                                                   or not norm(hunk.lines[last_hunk_row + 1][1])):
+        last_hunk_row += 1
+    shift = (indent_of(hunk.lines[core[0][0]][1]), indent_of(lines[matched[0][0]]))
+    eol = ending(lines[matched[0][0]]) or "\n"
+    of_row = {row: target for (row, _, _), (target, _) in zip(core, matched)}
+    start, stop = matched[0][0], matched[-1][0] + 1
+    out, added = [], []
+
+    def emit_added(row_from: int, row_to: int) -> None:
+        for row in range(row_from, row_to):
+            kind, text = hunk.lines[row]
+            if kind == "+":
+                added.append(len(out))
+                out.append(reindent(text, *shift, eol, hunk))
+
+    next_row = first_hunk_row
+    for target in range(start, stop):
+        row = next((r for r, t in of_row.items() if t == target), None)
+        if row is None:  # a blank line of the target inside the span: kept
+            out.append(lines[target])
+            continue
+        emit_added(next_row, row)
+        if hunk.lines[row][0] == " ":
+            out.append(lines[target])
+        next_row = row + 1
+        follow = next_row
+        while follow < len(hunk.lines) and hunk.lines[follow][0] == "+":
+            follow += 1
+        emit_added(next_row, follow)
+        next_row = follow
+    emit_added(next_row, last_hunk_row + 1)
+    return start, stop, out, added
+
+
+def reindent(text: str, old: str, new: str, eol: str, hunk: Hunk) -> str:
+    body = text.rstrip("\r\n")
+    if not body.strip():
+        return eol
+    if body.startswith(old):
+        return new + body[len(old):] + eol
+    raise TransformFailed(f"{hunk.label}: an added line is indented less than the line it is placed by "
+                          f"(`{body.strip()}`)")
+
+
+BUILTINS = set(dir(builtins)) | {"__file__", "__name__", "__doc__", "__spec__", "__package__", "__path__",
+                                 "__builtins__", "__loader__", "__annotations__", "__class__", "__debug__"}
+
+
+def check_names(source: str, added_rows: list[int], path: str) -> None:
+    """Every name an added line reads is bound somewhere in the module (or a builtin)."""
+    tree = ast.parse(source)
+    bound = set(BUILTINS)
+    star = False
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                star |= alias.name == "*"
+                bound.add((alias.asname or alias.name).split(".")[0])
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            bound.add(node.id)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            bound.update(node.names)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound.add(node.name)
+        elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+            bound.add(node.name)
+    if star:
+        return
+    rows = {r + 1 for r in added_rows}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.lineno in rows \
+                and node.id not in bound:
+            raise TransformFailed(f"{path}: the diff's added lines use `{node.id}` (line {node.lineno}), which this "
+                                  "file neither defines nor imports")
+
+
+def diff_fix(patch: PatchFile, upstream: str, fix_id: str | None = None) -> Fix:
+    """A Fix made of a patch file: one DiffTransform per file, its hunks the sites.
+    Its identity and DEP-3 fields come from the mail header where there is one."""
+    unsupported = [f"{f.path} ({f.kind})" for f in patch.files if f.kind != "modified" or not f.hunks]
+    if unsupported:
+        raise UserError(f"{patch.name}: {', '.join(unsupported)}: only changes to existing files are ported so far "
+                        "(new, deleted and renamed files are not); nothing was written")
+    title = patch.subject or f"Apply {Path(patch.name).name}"
+    return Fix(id=fix_id or slug(patch), title=title, upstream=upstream, description=patch.body,
+               dep3=Dep3(origin=f"other, {patch.origin}" if patch.origin else "other",
+                         last_update=patch.date or "2000-01-01"),
+               backends=("rocm", "cuda", "cpu"),
+               changes=tuple(FileChange(f.path, DiffTransform(f.path, f.hunks), sites=len(f.hunks))
+                             for f in patch.files),
+               author=patch.author or "Fix Monorepo <fix-monorepo@users.noreply.github.com>")
+
+
+def slug(patch: PatchFile) -> str:
+    """A fix id from the patch's subject (else its file name): 'diff-' and kebab-case words."""
+    words = re.findall(r"[a-z0-9]+", (patch.subject or Path(patch.name).stem).lower())
+    return "diff-" + "-".join(words[:8] or ["patch"])
