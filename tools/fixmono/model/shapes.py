@@ -12,11 +12,13 @@ A shape is written with Python's own values:
     Maybe(SHAPE)                        None or SHAPE
     Either(SHAPE, SHAPE, ...)           the first that fits
     Test(predicate, "what it must be")  a value the predicate accepts
+    OneOf("a", "b", ...)                one of these values
 Imports nothing of fixmono but errors: the bottom of the package.
 """
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -41,9 +43,18 @@ class Test:
     what: str
 
 
+def OneOf(*values) -> Test:  # noqa: N802 (reads as a type)
+    return Test(lambda v: any(type(v) is type(w) and v == w for w in values), " or ".join(map(repr, values)))
+
+
+SHA256 = Test(lambda s: isinstance(s, str) and re.fullmatch(r"[0-9a-fA-F]{64}", s) is not None,
+               "a sha256 (64 hex digits)")
+
+
 class ShapeError(Exception):
     def __init__(self, at: str, message: str):
         super().__init__(f"{at or 'the top'}: {message}")
+        self.at = at
 
 
 def describe(shape) -> str:
@@ -66,11 +77,14 @@ def kind(value) -> str:
 
 def _check(value, shape, at: str) -> None:
     if isinstance(shape, Either):
+        deeper = []
         for option in shape.options:
             try:
                 return _check(value, option, at)
-            except ShapeError:
-                continue
+            except ShapeError as err:
+                deeper += [err] if err.at != at else []
+        if deeper:  # the value is an option's kind, wrong inside: say where
+            raise deeper[0]
         raise ShapeError(at, f"expected {describe(shape)}, got {kind(value)}")
     if isinstance(shape, Test):
         ok = False
