@@ -36,6 +36,8 @@ from packaging.version import InvalidVersion, Version
 
 from fixmono.sources.processes import bounded
 from fixmono.model.errors import UserError, one_line
+from fixmono.model.shapes import parsed
+from fixmono.sources.installed import probe_timeout
 from fixmono.sources.upstream import cache_dir
 
 FORMAT = 1
@@ -63,6 +65,8 @@ print(json.dumps({"python": sys.executable, "version": platform.python_version()
                   "installed": names}))
 '''
 
+BASE_ANSWER = {"python": str, "version": str, "markers": {str: str}, "installed": {str: str}}
+
 
 class EnvironmentFailed(Exception):
     """The release cannot be installed beside this base (pip's reason);
@@ -84,13 +88,16 @@ class Base:
 
     @classmethod
     def of(cls, python: str) -> "Base":
-        try:
-            proc = subprocess.run([python, "-I", "-c", BASE_PROBE], capture_output=True, text=True, timeout=120)
-        except (OSError, subprocess.TimeoutExpired) as err:
+        timeout = probe_timeout()
+        try:  # in a group of its own: whatever it starts is killed with it
+            proc = bounded([python, "-I", "-c", BASE_PROBE], timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise UserError(f"{python}: did not answer within {timeout:g} s") from None
+        except OSError as err:
             raise UserError(f"{python}: cannot run it: {one_line(err)}") from None
         if proc.returncode != 0:
             raise UserError(f"{python}: not a Python 3.8+ it can read: {(proc.stderr.strip().splitlines() or ['?'])[-1]}")
-        data = json.loads(proc.stdout)
+        data = parsed(proc.stdout, BASE_ANSWER, f"{python}: its answer to fixmono's probe")
         installed = {canonicalize_name(k): v for k, v in data["installed"].items()}
         return cls(data["python"], data["version"], data["markers"], installed)
 

@@ -4,7 +4,10 @@ repository paths mapped to the installed package's files, read as text
 or any other's (`Environment.of(PATH)`): what it has installed is asked of
 that interpreter by a probe of the standard library alone, run in isolated
 mode (-I: its PYTHONPATH and user site are not read), which imports none of
-its packages."""
+its packages. The probe runs in a process group of its own, killed whole
+after FIXMONO_PROBE_TIMEOUT seconds (default 60); its answer, and the
+provenance patch_wheel left in a dist-info, are checked (model/shapes.py)
+before use: a wrong shape is one line naming the field."""
 from __future__ import annotations
 
 import json
@@ -17,6 +20,8 @@ from pathlib import Path
 
 from fixmono.model.errors import Unreadable, UserError, one_line
 from fixmono.model.projects import PROJECTS, Project
+from fixmono.model.shapes import SHA256, Maybe, parsed
+from fixmono.sources.processes import bounded, env_seconds
 from fixmono.sources.upstream import Source
 
 PROBE = r'''
@@ -54,7 +59,15 @@ def probe(pairs):
     return {"python": sys.executable, "prefix": sys.prefix, "sites": sorted({paths["purelib"], paths["platlib"]}),
             "version": "%d.%d.%d" % tuple(sys.version_info[:3]), "dists": dists}
 '''
-PROBE_TIMEOUT = 60.0
+PROBE_TIMEOUT = 60.0  # default of FIXMONO_PROBE_TIMEOUT
+DIST = {"version": Maybe(str), "package_dir": Maybe(str), "provenance": Maybe(str)}
+ANSWER = {"python": str, "prefix": str, "sites": [str], "version": str, "dists": {str: DIST}}
+# fixmono.json in a dist-info patch_wheel wrote (output/wheel.py provenance()): what status shows of it
+WHEEL_PROVENANCE = {"input": {"wheel": str, "sha256": SHA256}, "fixes": [{"id": str}]}
+
+
+def probe_timeout() -> float:
+    return env_seconds("FIXMONO_PROBE_TIMEOUT", PROBE_TIMEOUT)
 
 
 def dist_name(project: Project) -> str:
@@ -96,20 +109,20 @@ class Environment:
         if os.path.isdir(found) or not os.access(found, os.X_OK):
             raise UserError(f"{where}: not an executable")
         code = PROBE + "\nprint(json.dumps(probe(json.loads(sys.argv[1]))))\n"
-        try:
-            proc = subprocess.run([found, "-I", "-c", code, json.dumps(wanted())], capture_output=True,
-                                  timeout=PROBE_TIMEOUT, env={k: v for k, v in os.environ.items()
-                                                              if not k.startswith("PYTHON")})
+        timeout = probe_timeout()
+        try:  # in a group of its own: whatever it starts is killed with it
+            proc = bounded([found, "-I", "-c", code, json.dumps(wanted())], timeout=timeout,
+                           env={k: v for k, v in os.environ.items() if not k.startswith("PYTHON")})
         except subprocess.TimeoutExpired:
-            raise UserError(f"{where}: did not answer within {PROBE_TIMEOUT:.0f} s") from None
+            raise UserError(f"{where}: did not answer within {timeout:g} s") from None
         except OSError as err:
             raise UserError(f"{where}: cannot run it: {one_line(err)}") from None
-        try:
-            answer = json.loads(proc.stdout.decode("utf-8", "replace").strip().splitlines()[-1])
-            return cls(**answer, here=False)
-        except (IndexError, ValueError, TypeError):
-            last = (proc.stderr.decode("utf-8", "replace").strip().splitlines() or [f"exit {proc.returncode}"])[-1]
-            raise UserError(f"{where}: not a Python 3 interpreter fixmono can read ({last})") from None
+        lines = proc.stdout.strip().splitlines()
+        if proc.returncode or not lines or not lines[-1].lstrip().startswith(("{", "[")):
+            last = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
+            raise UserError(f"{where}: not a Python 3 interpreter fixmono can read ({last})")
+        answer = parsed(lines[-1], ANSWER, f"{where}: its answer to fixmono's probe")
+        return cls(**{key: answer[key] for key in ANSWER}, here=False)
 
     def dist(self, dist: str) -> dict:
         return self.dists.get(dist) or {"version": None, "package_dir": None, "provenance": None}
@@ -125,11 +138,13 @@ class Environment:
         return Path(where).parent if where else Path(self.prefix, "(no installed package)")
 
     def provenance(self, dist: str) -> dict | None:
-        """What patch_wheel recorded in the installed dist-info (fixmono.json), or None."""
-        try:
-            return json.loads(self.dist(dist)["provenance"] or "null")
-        except ValueError:
+        """What patch_wheel recorded in the installed dist-info (fixmono.json),
+        or None; one that is not what patch_wheel writes is a UserError."""
+        text = self.dist(dist)["provenance"]
+        if text is None:
             return None
+        return parsed(text, WHEEL_PROVENANCE, f"{self.python}: the installed {dist}'s fixmono.json (patch_wheel's "
+                                              "provenance)")
 
     def torch_build(self) -> dict:
         """The accelerator the installed torch is built for, read from its

@@ -9,9 +9,23 @@ import signal
 import subprocess
 import threading
 
+from fixmono.model.errors import UserError
+
 _live: set[subprocess.Popen] = set()
 _lock = threading.Lock()
 _stopping = threading.Event()
+
+
+def env_seconds(name: str, default: float) -> float:
+    """A time limit from the environment variable `name` (seconds), else `default`."""
+    value = os.environ.get(name, "").strip()
+    try:
+        seconds = float(value) if value else default
+    except ValueError:
+        seconds = -1.0
+    if not seconds > 0:
+        raise UserError(f"{name}={value}: expected a number of seconds above 0")
+    return seconds
 
 
 class Stopped(Exception):
@@ -37,9 +51,11 @@ def bounded(command: list[str], timeout: float, env: dict | None = None) -> subp
     try:
         try:
             out, err = proc.communicate(timeout=timeout)
-        except BaseException:
+        except BaseException as stopped:
             _kill(proc)
-            proc.communicate()
+            out, err = proc.communicate()
+            if isinstance(stopped, subprocess.TimeoutExpired):  # what it said before it was stopped
+                stopped.output, stopped.stderr = out, err
             raise
         return subprocess.CompletedProcess(command, proc.returncode, out, err)
     finally:
