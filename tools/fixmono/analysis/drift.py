@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from fixmono.model.errors import NoPythonFiles, UserError
 from fixmono.model.fix import Fix
 from fixmono.model.outcome import Status
 from fixmono.model.projects import PROJECTS, range_specifier
+from fixmono.sources.index import Deadline, last_line, pip_stalled, pip_within, stalled
 from fixmono.sources.open import open_upstream
 from fixmono.sources.wheel import NEWER_PYTHONS
 
@@ -42,10 +42,17 @@ def published_versions(dist: str, major: str) -> list[str]:
     if major.startswith("=") and not major.startswith("=="):
         return [major[1:]]
     versions: set[Version] = set()
+    deadline = Deadline()  # both questions to the indexes together
     # this interpreter's view, then a newer one's: releases that dropped this Python still ship the files
     for python in ([], ["--python-version", NEWER_PYTHONS[-1]]):
-        proc = subprocess.run([sys.executable, "-m", "pip", "index", "versions", dist, "--disable-pip-version-check",
-                               *python], capture_output=True, text=True, env={**os.environ, "PIP_CONSTRAINT": ""})
+        try:
+            proc = pip_within(["index", "versions", dist, "--disable-pip-version-check", *python], deadline,
+                              env={**os.environ, "PIP_CONSTRAINT": ""})
+        except (subprocess.TimeoutExpired, TimeoutError) as err:
+            said = getattr(err, "stderr", "")
+            raise stalled(f"cannot list versions of {dist}", deadline, pip_stalled(said) or last_line(said)) from None
+        if proc.returncode and pip_stalled(proc.stderr):  # not "no such project": the index did not answer
+            raise stalled(f"cannot list versions of {dist}", deadline, pip_stalled(proc.stderr))
         match = re.search(r"Available versions: (.*)", proc.stdout)
         if not match and not python:
             raise UserError(f"cannot list versions of {dist}: {(proc.stderr.strip().splitlines() or ['?'])[-1]}")

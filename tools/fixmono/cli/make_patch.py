@@ -166,15 +166,20 @@ def wheel_read(upstream) -> dict | None:
     wheel = getattr(upstream, "wheel", None)
     if not wheel:
         return None
-    keys = ("name", "read", "verified", "bytes", "size", "requests", "sha256", "published_sha256", "note")
-    return {k: wheel.get(k) for k in keys}
+    keys = ("name", "read", "verified", "bytes", "size", "requests", "sha256", "published_sha256", "note",
+            "cached_members")
+    # cached: the scratch repository an earlier run built (verified as that run's read was)
+    return {**{k: wheel.get(k) for k in keys}, "cached": bool(wheel.get("cached"))}
 
 
 def describe_read(wheel: dict) -> str:
     size = f" of {wheel['size'] / 1e6:.1f} MB" if wheel.get("size") else ""
     how = {"range": "by HTTP range requests", "full": "downloaded whole", "local-file": "from a local index"}
+    members = f" ({wheel['cached_members']} members from the member cache, each matching this read's central " \
+              "directory)" if wheel.get("cached_members") else ""
     return (f"  wheel: {wheel['name']}: {(wheel.get('bytes') or 0) / 1e6:.2f} MB read{size}, "
-            f"{how.get(wheel.get('read'), wheel.get('read'))}; verified: {wheel['verified']}"
+            f"{how.get(wheel.get('read'), wheel.get('read'))}{members}"
+            + (" by an earlier run (cached)" if wheel.get("cached") else "") + f"; verified: {wheel['verified']}"
             + (f" ({wheel['note']})" if wheel.get("note") else ""))
 
 

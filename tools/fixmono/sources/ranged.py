@@ -4,14 +4,19 @@ asked for, inflated and checked against the central directory's CRC-32 and
 size. A partial read cannot check the whole wheel's sha256: what is verified
 is each member ("member-crc"); the full download (wheel.py) checks the
 sha256. A server that answers a range request with anything but 206 and the
-range asked for raises RangeNotHonoured: the caller downloads the wheel whole.
+range asked for (or more bytes than asked: never read past them) raises
+RangeNotHonoured: the caller downloads the wheel whole.
 
-Members are cached by (wheel sha256, member name) and checked again when read
-from the cache."""
+The central directory is read from the server on every run. Members are
+cached under what was verified, never under the sha256 the index publishes
+(a lying mirror may publish the genuine one): the hash of (URL, published
+sha256, file length, the central directory's bytes) this run's server
+answered, in cache/wheel-members/member-crc/. So a member an altered wheel
+gave is never read back for another server's, or a corrected server's,
+wheel; each is checked against its CRC-32 and size again when read back."""
 from __future__ import annotations
 
 import hashlib
-import json
 import struct
 import urllib.error
 import urllib.request
@@ -20,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from fixmono.model.errors import UserError, one_line
+from fixmono.sources.index import Deadline, read_capped
 from fixmono.sources.verify import MAX_MEMBER, MAX_RATIO, RATIO_FLOOR, check_name
 
 TIMEOUT = 60.0
@@ -27,6 +33,7 @@ EOCD, ZIP64_LOCATOR, ZIP64_EOCD, CENTRAL, LOCAL = (b"PK\x05\x06", b"PK\x06\x07",
                                                    b"PK\x03\x04")
 TAIL = 22 + 0xFFFF + 20  # the end record, the longest comment, the zip64 locator before it
 SLACK = 1024  # a local header's extra field may be longer than the central directory's
+MAX_DIRECTORY = 64 << 20  # a central directory (torch's ~20000 members take ~2 MB)
 
 
 class RangeNotHonoured(Exception):
@@ -44,31 +51,38 @@ class Entry:
 
 
 class RangedWheel:
-    """The wheel at `url`, read by ranges; `bytes_read` counts what came over the wire."""
+    """The wheel at `url`, read by ranges; `bytes_read` counts what came over
+    the wire, `from_cache` the members read back from the member cache."""
 
-    def __init__(self, url: str, sha256: str | None, cache: Path | None = None, headers: dict | None = None):
+    def __init__(self, url: str, sha256: str | None, cache: Path | None = None, headers: dict | None = None,
+                 deadline: Deadline | None = None):
         self.url, self.sha256, self.headers = url, sha256, headers or {}
         self.name = PurePosixPath(urllib.request.url2pathname(url.split("?")[0].split("#")[0])).name
-        self.cache = cache / sha256 if cache is not None and sha256 else None  # no published hash: no cache key
-        self.bytes_read = self.requests = 0
+        self.cache_root = cache / "member-crc" if cache is not None else None
+        self.cache: Path | None = None  # known once the central directory is read
+        self.deadline = deadline or Deadline()
+        self.bytes_read = self.requests = self.from_cache = 0
         self.length: int | None = None
         self._entries: dict[str, Entry] | None = None
 
     def fetch(self, first: int, last: int | None = None) -> bytes:
         """Bytes first..last (inclusive) of the file; first < 0: the last -first bytes."""
-        wanted = f"bytes={first}-" + ("" if last is None else str(last)) if first >= 0 else f"bytes={first}"
+        wanted, asked = (f"bytes={first}-{last}", last - first + 1) if first >= 0 else (f"bytes={first}", -first)
         request = urllib.request.Request(self.url, headers={**self.headers, "Range": wanted,
                                                                 "Accept-Encoding": "identity"})
         try:
-            with urllib.request.urlopen(request, timeout=TIMEOUT) as answer:
+            with urllib.request.urlopen(request, timeout=self.deadline.timeout(TIMEOUT)) as answer:
                 if answer.status != 206:
                     raise RangeNotHonoured(f"HTTP {answer.status} to a range request")
                 start, end, total = parse_content_range(answer.headers.get("Content-Range", ""))
-                data = answer.read(end - start + 1)
+                if end - start + 1 > asked:
+                    raise RangeNotHonoured(f"the server answered range {start}-{end}/{total} to {wanted}: more "
+                                           "than asked (not read)")
+                data = read_capped(answer, asked, self.deadline)
         except urllib.error.HTTPError as err:
             raise RangeNotHonoured(f"HTTP {err.code} to a range request") from None
         except (urllib.error.URLError, OSError, ValueError) as err:
-            raise RangeNotHonoured(one_line(err)) from None
+            raise RangeNotHonoured(f"{one_line(err) or type(err).__name__} (to {wanted})") from None
         self.requests += 1
         self.bytes_read += len(data)
         expected_start = first if first >= 0 else max(total + first, 0)
@@ -78,22 +92,9 @@ class RangedWheel:
         return data
 
     def entries(self) -> dict[str, Entry]:
-        """The central directory: member name -> Entry (cached by the wheel's sha256)."""
+        """The central directory, read from the server: member name -> Entry."""
         if self._entries is None:
-            cached = self.cache / "directory.json" if self.cache else None
-            if cached is not None and cached.is_file():
-                try:
-                    saved = json.loads(cached.read_text())
-                    self._entries = {n: Entry(n, *v) for n, v in saved["entries"].items()}
-                    self.length = saved["length"]
-                except (ValueError, TypeError, KeyError):
-                    self._entries = None
-            if self._entries is None:
-                self._entries = self.read_directory()
-                if cached is not None:
-                    store(cached, json.dumps({"length": self.length, "entries": {
-                        e.name: [e.method, e.crc, e.compressed, e.size, e.offset] for e in self._entries.values()}}
-                    ).encode())
+            self._entries = self.read_directory()
         return self._entries
 
     def read_directory(self) -> dict[str, Entry]:
@@ -108,7 +109,17 @@ class RangedWheel:
             if record[:4] != ZIP64_EOCD:
                 raise self.refuse("zip64 end record missing where its locator points")
             count, size, offset = struct.unpack("<32xQQQ", record[:56])
-        directory = self.fetch(offset, offset + size - 1) if size else b""
+        if size > MAX_DIRECTORY or count > size // 46:
+            raise self.refuse(f"a central directory of {size} bytes for {count} members (a wheel's is at most "
+                              f"{MAX_DIRECTORY >> 20} MiB, at least 46 bytes a member)")
+        tail_start = self.length - len(tail)
+        if tail_start <= offset and offset + size <= self.length:  # read already, with the end record
+            directory = tail[offset - tail_start:offset - tail_start + size]
+        else:
+            directory = self.fetch(offset, offset + size - 1) if size else b""
+        if self.cache_root is not None:  # keyed by what this run's server answered, not what the index publishes
+            key = b"\0".join([self.url.encode(), (self.sha256 or "").encode(), str(self.length).encode(), directory])
+            self.cache = self.cache_root / hashlib.sha256(key).hexdigest()
         entries, pos = {}, 0
         for _ in range(count):
             if directory[pos:pos + 4] != CENTRAL:
@@ -134,6 +145,7 @@ class RangedWheel:
         if cached is not None and cached.is_file():
             data = cached.read_bytes()
             if len(data) == entry.size and zlib.crc32(data) == entry.crc:
+                self.from_cache += 1
                 return data
         data = self.inflate(entry)
         if len(data) != entry.size or zlib.crc32(data) != entry.crc:

@@ -11,7 +11,11 @@ local index, or from a server that does not honour Range, the wheel is
 downloaded whole and checked (verify.py: its sha256 against the index's,
 every member against RECORD: "verified": "sha256"). The cache entry keeps
 each file's hash; a file read from it that does not match is a damaged or
-tampered entry, which is built again, never trusted."""
+tampered entry, which is built again, never trusted. Its record of how the
+wheel was read is checked too (PROVENANCE_SHAPE, and "verified" must be what
+that read can verify): a cache entry never reads as better verified than the
+read that made it, and --full-wheel builds a range-read entry again. All of a
+wheel's talk with the indexes is bounded by one deadline (index.Deadline)."""
 from __future__ import annotations
 
 import dataclasses
@@ -31,8 +35,10 @@ from urllib.parse import urlparse
 from fixmono.model.errors import NoPythonFiles, UserError, one_line
 from fixmono.model.projects import PROJECTS, Project, by_dist, runs_on
 from fixmono.model.registry import discover
+from fixmono.model.shapes import SHA256, Maybe, OneOf, parsed
 from fixmono.sources.git import clean_env, run_git
-from fixmono.sources.index import Found, basic_auth, find_wheel, published_sha256, without_auth
+from fixmono.sources.index import (Deadline, Found, basic_auth, find_wheel, last_line, pip_stalled, pip_within,
+                                   published_sha256, stalled, without_auth)
 from fixmono.sources.ranged import RangedWheel, RangeNotHonoured
 from fixmono.sources.upstream import Upstream, cache_dir, open_repository
 from fixmono.sources.verify import VerifiedWheel, record_hash, verify_wheel
@@ -50,6 +56,25 @@ SCRATCH_ENV = {
 PROVENANCE = "fixmono-wheel.json"  # in the cache entry's .git: the wheel it was built from, each file's hash
 
 
+WHEEL_READ = {"name": str, "read": OneOf("range", "full", "local-file"),
+              "verified": OneOf("member-crc", "sha256", "record"), "sha256": Maybe(SHA256),
+              "published_sha256": Maybe(SHA256), "wheel_root": str}
+
+
+def told_as_read(wheel: dict) -> bool:
+    """What a read verifies: a range read each member's CRC-32 ("member-crc",
+    no sha256 of the whole); a whole wheel its sha256 where the index
+    publishes one ("sha256": the published one), else its RECORD ("record")."""
+    if wheel["read"] == "range":
+        return wheel["verified"] == "member-crc" and wheel["sha256"] is None
+    if wheel["published_sha256"] is None:
+        return wheel["verified"] == "record" and wheel["sha256"] is not None
+    return wheel["verified"] == "sha256" and wheel["sha256"] == wheel["published_sha256"]
+
+
+PROVENANCE_SHAPE = {"wheel": WHEEL_READ, "members": {str: str}, "names": Maybe([str])}
+
+
 @dataclass
 class WheelUpstream(Upstream):
     """A materialised wheel whose every file read is checked against the hash
@@ -63,7 +88,8 @@ class WheelUpstream(Upstream):
         data = super().read(path)
         if data is None or record_hash(data, self.members.get(path)) == self.members.get(path):
             return data
-        fresh = open_wheel(self.spec, rebuild=True)  # a damaged or tampered cache entry: never trusted
+        # a damaged or tampered cache entry: never trusted; built again as it was read (whole or by ranges)
+        fresh = open_wheel(self.spec, rebuild=True, full=self.wheel.get("read") != "range")
         for f in dataclasses.fields(self):
             if f.name != "max_target_bytes":  # the caller's limit stays
                 setattr(self, f.name, getattr(fresh, f.name))
@@ -85,13 +111,15 @@ def open_wheel(spec: str, rebuild: bool = False, full: bool = False) -> WheelUps
         raise UserError(f"--upstream {spec}: {dist} is not an upstream of any fix ({known})")
     path = cache_dir() / "upstreams" / f"{project.dist}-{version}"
     upstream = None if rebuild else cached_wheel_repository(path, spec, wanted_members(project))
-    if upstream is not None and full and upstream.wheel.get("read") == "range":
+    if upstream is not None and full and upstream.wheel["read"] == "range":
         upstream = None  # --full-wheel: a partial read does not do
     if upstream is None:  # missing, damaged, tampered, short of a target, or not read whole: built again
         path = materialise_wheel(project, version, full=full, rebuild=True)
         upstream = cached_wheel_repository(path, spec)
         if upstream is None:
             raise UserError(f"--upstream {spec}: the scratch repository built from the wheel is unreadable")
+    else:
+        upstream.wheel["cached"] = True  # read by an earlier run: verified as that read was
     upstream.project, upstream.label, upstream.version = project, spec, version
     return upstream
 
@@ -110,10 +138,12 @@ def cached_wheel_repository(path: Path, spec: str, wanted: set[str] = frozenset(
     member in `wanted` the wheel has."""
     try:
         upstream = open_repository(path, spec)
-        provenance = json.loads((path / ".git" / PROVENANCE).read_text(encoding="utf-8"))
-        members, wheel = dict(provenance["members"]), dict(provenance["wheel"])
-        names = set(provenance.get("names") or ())
-    except (UserError, OSError, ValueError, KeyError, TypeError):
+        record = path / ".git" / PROVENANCE
+        provenance = parsed(record.read_bytes(), PROVENANCE_SHAPE, str(record))
+    except (UserError, OSError):
+        return None
+    members, wheel, names = provenance["members"], provenance["wheel"], set(provenance["names"] or ())
+    if not told_as_read(wheel):  # an entry never reads as better verified than the read that made it
         return None
     if names and (wanted & names) - {m.removeprefix(upstream_root(wheel)) for m in members}:
         return None
@@ -139,14 +169,15 @@ def materialise_wheel(project: Project, version: str, full: bool = True, rebuild
     if (final / ".git").is_dir() and not rebuild:
         return final
     final.parent.mkdir(parents=True, exist_ok=True)
+    deadline = Deadline()  # for all of this wheel's talk with the indexes
     with tempfile.TemporaryDirectory(dir=final.parent, prefix=".tmp-") as tmp:
         work = Path(tmp) / "repo"
-        found = None if full else find_wheel(project.dist, version)
-        partial = None if found is None else read_members(project, found, work)
+        found, problems = (None, []) if full else find_wheel(project.dist, version, deadline)
+        partial = None if found is None else read_members(project, found, work, deadline)
         if partial is None:
             note = "--full-wheel" if full else found.note if found else "no index pip is configured with lists it: " \
-                                                                          "downloaded through pip"
-            members, wheel = whole_wheel(project, version, work, found, note)
+                "downloaded through pip" + (f" ({'; '.join(problems)})" if problems else "")
+            members, wheel = whole_wheel(project, version, work, found, note, deadline)
         else:
             members, wheel = partial
         if not any(name.endswith((".py", ".pyi")) for name in wheel.get("names") or members):
@@ -167,14 +198,15 @@ def materialise_wheel(project: Project, version: str, full: bool = True, rebuild
     return final
 
 
-def whole_wheel(project: Project, version: str, work: Path, found: Found | None, note: str) -> tuple[dict, dict]:
+def whole_wheel(project: Project, version: str, work: Path, found: Found | None, note: str,
+                deadline: Deadline) -> tuple[dict, dict]:
     """The whole wheel (a local index's file as it is, else downloaded by pip),
     verified (sha256, RECORD), and the wanted Python files written under `work`."""
     with tempfile.TemporaryDirectory(prefix="fixmono-wheel-") as tmp:
         if found is not None and found.url.startswith("file:"):
             wheel, published, how = Path(urllib.request.url2pathname(urlparse(found.url).path)), found.sha256, "local-file"
         else:
-            (wheel, published), how = download_wheel(project.dist, version, Path(tmp) / "dl"), "full"
+            (wheel, published), how = download_wheel(project.dist, version, Path(tmp) / "dl", deadline), "full"
         verified = verify_wheel(wheel, published)
         # the members a partial read takes: the same tree, the same BASE commit, however the wheel was read
         members = extract_python_files(verified, work, project.wheel_root, wanted_members(project))
@@ -184,14 +216,15 @@ def whole_wheel(project: Project, version: str, work: Path, found: Found | None,
                          "names": sorted(verified.members)}
 
 
-def read_members(project: Project, found: Found, work: Path) -> tuple[dict, dict] | None:
+def read_members(project: Project, found: Found, work: Path, deadline: Deadline) -> tuple[dict, dict] | None:
     """The wanted members by HTTP range requests, written under `work`; None
     where the wheel must be read whole (a local index, a server that does not
     honour Range: `found.note` says which)."""
     if not found.url.startswith(("http://", "https://")):
         found.note = "a local index: read whole"
         return None
-    reader = RangedWheel(without_auth(found.url), found.sha256, cache_dir() / "wheel-members", basic_auth(found.url))
+    reader = RangedWheel(without_auth(found.url), found.sha256, cache_dir() / "wheel-members", basic_auth(found.url),
+                         deadline)
     try:
         names = reader.entries()
         members = {}
@@ -208,8 +241,9 @@ def read_members(project: Project, found: Found, work: Path) -> tuple[dict, dict
         return None
     return members, {"name": reader.name, "sha256": None, "published_sha256": found.sha256, "read": "range",
                      "verified": "member-crc", "bytes": reader.bytes_read, "size": reader.length,
-                     "requests": reader.requests, "note": "the whole wheel's sha256 cannot be checked from a partial "
-                                                          "read; --full-wheel checks it",
+                     "requests": reader.requests, "cached_members": reader.from_cache,
+                     "note": "the whole wheel's sha256 cannot be checked from a partial read; --full-wheel checks it"
+                             + (f"; skipped: {found.note}" if found.note else ""),
                      "wheel_root": project.wheel_root, "names": sorted(names)}
 
 
@@ -237,27 +271,37 @@ def pip_tries() -> list[list[str]]:
     return [small, [], *(small[:4] + ["--python-version", v, "--ignore-requires-python"] for v in NEWER_PYTHONS)]
 
 
-def download_wheel(dist: str, version: str, dest: Path) -> tuple[Path, str | None]:
+def download_wheel(dist: str, version: str, dest: Path, deadline: Deadline | None = None) -> tuple[Path, str | None]:
     """`pip download --no-deps` of one wheel, honouring the user's pip config
     (index mirrors), and the sha256 the index publishes for it (None when it
     publishes none). A macOS arm64 wheel is tried first: for packages with
-    native code it is the smallest that carries the same Python files."""
+    native code it is the smallest that carries the same Python files. All
+    tries together within `deadline` (index.pip_within)."""
+    deadline = deadline or Deadline()
     dest.mkdir(parents=True)
-    base = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-            "--disable-pip-version-check", "--dest", str(dest), f"{dist}=={version}"]
+    args = ["download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check", "--dest", str(dest),
+            f"{dist}=={version}"]
     env = {**os.environ, "PIP_CONSTRAINT": ""}  # a site cap must not hide old versions
     error = ""
     for extra in pip_tries():
-        proc = subprocess.run(base + extra, env=env, capture_output=True, encoding="utf-8", errors="replace")
+        try:
+            proc = pip_within(args + extra, deadline, env)
+        except (subprocess.TimeoutExpired, TimeoutError) as err:
+            said = getattr(err, "stderr", "")
+            raise stalled(f"pip:{dist}=={version}", deadline, pip_stalled(said) or last_line(said)) from None
         wheels = sorted(dest.glob("*.whl"))
         if proc.returncode == 0 and wheels:  # pip checked it against the index's hash where one is published
+            # the pages again (read already unless --full-wheel), in a time of their own: a slow download
+            # must not leave the hash unread
             return wheels[0], published_sha256(dist, version, wheels[0].name)
-        expected, got = (re.search(rf"{word}\s+(?:sha256\s+)?([0-9a-f]{{64}})", proc.stderr) for word in ("Expected", "Got"))
+        expected, got = (re.search(rf"{word}\s+(?:sha256\s+)?({form})", proc.stderr)
+                         for word, form in (("Expected", r"\S+"), ("Got", "[0-9a-f]{64}")))
         if expected and got:  # pip checked the hash the index publishes: a tampered or damaged download
             raise UserError(f"pip:{dist}=={version}: the wheel's sha256 is {got[1]}, not the {expected[1]} the index "
                             "publishes (refused by pip)")
-        lines = [l for l in proc.stderr.splitlines() if l.strip()]
-        error = lines[-1] if lines else f"pip exited {proc.returncode}"
+        if pip_stalled(proc.stderr):  # not "no such wheel": the index did not answer
+            raise stalled(f"pip:{dist}=={version}", deadline, pip_stalled(proc.stderr))
+        error = last_line(proc.stderr) or f"pip exited {proc.returncode}"
     raise UserError(f"pip:{dist}=={version}: could not download the wheel: {error}")
 
 
