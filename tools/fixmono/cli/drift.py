@@ -3,7 +3,10 @@ fix over a repository's history (--git); with --run, each CPU reproducer
 also run against each release (analysis/behaviour.py). A markdown table and
 a summary; exit 0 unless make_patch failed somewhere or a reproducer
 disagrees with it, 2 on bad input (every argument checked before any
-download or walk)."""
+download or walk; with --ray, an address where no Ray cluster answers), 4
+when the Ray cluster was lost mid-run (--ray: its head died or stopped
+answering for --ray-timeout seconds): then the report still holds every
+verdict that finished, the other cells `lost`."""
 from __future__ import annotations
 
 import argparse
@@ -62,6 +65,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                                      "to nodes offering their backend as a resource (rocm, cuda)")
     behaviour_args.add_argument("--retries", type=int, default=2, metavar="N",
                                 help="with --ray: times a cell whose node died runs again elsewhere (default 2)")
+    behaviour_args.add_argument("--ray-timeout", type=float, metavar="S",
+                                help="with --ray: seconds the cluster has to answer, at connect and at each step of "
+                                     "the run; past it the run ends with exit code 4 and what finished (default: "
+                                     "FIXMONO_RAY_TIMEOUT, else 30)")
     history_args = p.add_argument_group("over git history instead of wheels")
     history_args.add_argument("--git", type=Path, metavar="CHECKOUT", help="a checkout or bare mirror (one --fix)")
     history_args.add_argument("--range", dest="rev_range", metavar="A..B", help="commits in A..B (default: all to BASE)")
@@ -88,7 +95,8 @@ def behaviour_bases(args: argparse.Namespace) -> list[Base]:
         for flag, given in (("--jobs", args.jobs != 1), ("--timeout", args.timeout != 600.0),
                             ("--python", args.python), ("--pip-arg", args.pip_arg),
                             ("--discard-envs", args.discard_envs), ("--fresh", args.fresh),
-                            ("--ray", args.ray), ("--retries", args.retries != 2), ("--installed", args.installed)):
+                            ("--ray", args.ray), ("--retries", args.retries != 2), ("--installed", args.installed),
+                            ("--ray-timeout", args.ray_timeout is not None)):
             if given:
                 raise UserError(f"{flag} is for --run")
         return []
@@ -98,6 +106,8 @@ def behaviour_bases(args: argparse.Namespace) -> list[Base]:
         raise UserError(f"--timeout {args.timeout:g}: must be more than 0")
     if args.retries < 0:
         raise UserError(f"--retries {args.retries}: must be 0 or more")
+    if args.ray is None and args.ray_timeout is not None:
+        raise UserError("--ray-timeout is for --ray")
     if args.ray is not None:
         if args.discard_envs:
             raise UserError("--discard-envs is for a local run (each node keeps its own environments)")
@@ -115,14 +125,20 @@ def over_wheels(args: argparse.Namespace) -> tuple[dict, int]:
         if args.ray is not None:
             from fixmono.analysis import on_ray  # Ray is imported only here
 
-            cluster = on_ray.connect(args.ray)
+            args.ray_timeout = on_ray.answer_timeout(args.ray_timeout)
+            cluster = on_ray.connect(args.ray, args.ray_timeout)
         versions = {project: chosen.get(project) or published_versions(PROJECTS[project].dist, RANGES[project])
                     for project in sorted({f.upstream for f in fixes}) if project in RANGES}
         rows = matrix(fixes, versions, args.patches, progress_printer(), args.full_wheel)
+        lost = None
         if args.run and args.ray is not None:
             here, elsewhere = on_ray.runnable(fixes)
-            runs = on_ray.run_matrix(cluster, {f.id: rows[f.id] for f in here if f.id in rows}, here, args.python,
-                                     args.timeout, args.pip_arg, args.retries, progress_printer(), args.fresh)
+            try:
+                runs = on_ray.run_matrix(cluster, {f.id: rows[f.id] for f in here if f.id in rows}, here,
+                                         args.python, args.timeout, args.pip_arg, args.retries, progress_printer(),
+                                         args.fresh, args.ray_timeout)
+            except on_ray.ClusterLost as err:  # the report of what finished, then exit 4
+                runs, lost = err.runs, f"error: --ray {args.ray}: {err}"
         elif args.run:
             here, elsewhere = behaviour.runnable(fixes)
             runs = behaviour.run_matrix({f.id: rows[f.id] for f in here if f.id in rows}, here, bases, args.jobs,
@@ -141,6 +157,10 @@ def over_wheels(args: argparse.Namespace) -> tuple[dict, int]:
     if args.out:  # before the output: the report of a minutes-long run is kept even if stdout went away
         write_report(args.out, report)
     payload["markdown"] = report
+    if lost:  # the one line guard.py would print; the report and --json payload still follow
+        print(f"drift_matrix: {lost}", file=sys.stderr)
+        payload["error"] = lost.removeprefix("error: ")
+        return payload, on_ray.EXIT_LOST
     return payload, 1 if failed else 0
 
 
