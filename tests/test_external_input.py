@@ -359,3 +359,35 @@ def test_a_local_index_page_is_read_to_a_limit(tmp_path, monkeypatch):
     page.write_bytes(b"<a>" * (1 << 20))
     with pytest.raises(ValueError, match="larger than"):
         index.read_page(page.as_uri())
+
+
+# Caches and reports of our own, read back: a wrong shape is a miss or one line, never an internal error.
+
+@pytest.mark.parametrize("kept", ['[1, 2]', '{"verdict": 5}', '{"version": "1", "static": "applied"}', 'nonsense',
+                                  '{"version": "1", "static": "a", "verdict": "reproduced", "detail": "",'
+                                  ' "finding": "", "seconds": "fast"}'])
+def test_a_kept_verdict_of_another_shape_is_a_cache_miss(tmp_path, monkeypatch, kept):
+    from fixmono.analysis import results
+
+    monkeypatch.setenv("FIXMONO_CACHE", str(tmp_path))
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "k.json").write_text(kept)
+    assert results.load("k") is None
+
+
+def test_a_kept_verdict_reads_back(tmp_path, monkeypatch):
+    from fixmono.analysis import results
+
+    monkeypatch.setenv("FIXMONO_CACHE", str(tmp_path))
+    good = {"version": "1", "static": "applied", "verdict": "reproduced", "detail": "", "finding": "",
+            "seconds": 1, "node": {}}
+    results.store("k", {**good, "a_key_from_a_newer_fixmono": 1})
+    assert results.load("k") == good
+
+
+@pytest.mark.parametrize("report", [[1], "text", 5, {"summary": ["a"], "needs": 3}])
+def test_a_reproducer_report_of_another_shape_is_classified_not_crashed(report):
+    from fixmono.analysis.still_needed import CANNOT_RUN, FIXED_UPSTREAM, classify
+
+    assert classify(1, report)[0] == CANNOT_RUN  # exit 1 without a "reproduced" report: not a verdict
+    assert classify(0, report)[0] in (CANNOT_RUN, FIXED_UPSTREAM)

@@ -18,7 +18,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from fixmono.model.errors import UserError
 from fixmono.model.fix import Fix
+from fixmono.model.shapes import parsed
 from fixmono.sources.upstream import cache_dir
 
 FORMAT = 1
@@ -51,11 +53,18 @@ def key(fix: Fix, version: str, interpreters: list[str]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+# a kept verdict (behaviour.Run's fields): anything else in the cache is a miss, never an internal error
+KEPT = {"version": str, "static": str, "verdict": str, "detail": str, "finding": str, "seconds": float,
+        "python?": str, "python_version?": str, "node?": dict, "attempts?": int, "reused?": bool}
+
+
 def load(result_key: str) -> dict | None:
     try:
-        return json.loads((cache_dir() / "results" / f"{result_key}.json").read_text())
-    except (OSError, ValueError):
+        data = parsed((cache_dir() / "results" / f"{result_key}.json").read_bytes(), KEPT, "a kept verdict")
+    except (OSError, UserError):
         return None
+    fields = {name.removesuffix("?") for name in KEPT}
+    return {k: v for k, v in data.items() if k in fields}  # a key a newer fixmono added is left out
 
 
 def store(result_key: str, run: dict) -> None:

@@ -19,8 +19,10 @@ STILL_NEEDED, FIXED_UPSTREAM, CANNOT_RUN = "still-needed", "fixed-upstream", "ca
 
 
 def classify(exit_code: int, report: dict | None) -> tuple[str, str]:
-    """(status, detail) from a reproducer's exit code and JSON report."""
-    summary = (report or {}).get("summary", "")
+    """(status, detail) from a reproducer's exit code and JSON report (one of another shape: none)."""
+    if not isinstance(report, dict):
+        report = None
+    summary = str((report or {}).get("summary", ""))
     needs = (report or {}).get("needs")
     if exit_code == 1 and (report or {}).get("verdict") == "reproduced":
         return STILL_NEEDED, summary

@@ -35,13 +35,17 @@ from fixmono.model.fix import Fix
 from fixmono.model.outcome import Status
 from fixmono.model.projects import by_dist
 from fixmono.model.registry import discover
+from fixmono.model.shapes import parsed
 from fixmono.sources.git import clean_env, run_git
+from fixmono.sources.installed import WHEEL_PROVENANCE
+from fixmono.sources.processes import bounded
 from fixmono.sources.verify import VerifiedWheel, record_hash, verify_wheel
 
 FIX_ID = re.compile(r"^Fix-Id: (\S+)$", re.M)
 WHEEL_NAME = re.compile(r"^(?P<name>[^-]+)-(?P<version>[^-]+)-(?P<tags>.+)\.whl$")
 LOCAL_LABEL = re.compile(r"[A-Za-z0-9]+(?:[._-][A-Za-z0-9]+)*")  # PEP 440 local version label
 PROVENANCE = "fixmono.json"  # in the output wheel's dist-info
+INSTALL_TIMEOUT = 600.0  # seconds for the check install of the output wheel
 
 
 @dataclass(frozen=True)
@@ -196,9 +200,12 @@ def verify(wheel: Path, wheel_root: str, fixes: list[Fix]) -> list[str]:
     every presence check on the installed files."""
     with tempfile.TemporaryDirectory(prefix=".patch_wheel-site-") as tmp:
         site = Path(tmp) / "site"
-        proc = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--quiet",
-                               "--disable-pip-version-check", "--target", str(site), str(wheel)],
-                              capture_output=True, text=True, env={**os.environ, "PIP_CONSTRAINT": ""})
+        try:  # pip and all it starts killed as a group if it hangs
+            proc = bounded([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--quiet",
+                            "--disable-pip-version-check", "--target", str(site), str(wheel)],
+                           timeout=INSTALL_TIMEOUT, env={**os.environ, "PIP_CONSTRAINT": ""})
+        except subprocess.TimeoutExpired:
+            raise UserError(f"{wheel.name}: pip did not install it within {INSTALL_TIMEOUT:.0f} s") from None
         if proc.returncode:
             raise UserError(f"{wheel.name} does not install: {(proc.stderr.strip().splitlines() or ['?'])[-1]}")
         lines = []
@@ -222,15 +229,8 @@ def read_provenance(wheel: Path, checked: VerifiedWheel) -> dict:
     if name not in checked.members:
         raise UserError(f"{wheel.name}: no {name} (not a wheel patch_wheel wrote)")
     with zipfile.ZipFile(wheel) as zf:
-        try:
-            origin = json.loads(zf.read(name).decode("utf-8"))
-            ids = [entry["id"] for entry in origin["fixes"]]
-            origin["input"]["sha256"]
-        except (ValueError, KeyError, TypeError):
-            raise UserError(f"{wheel.name}: {name} is not the provenance patch_wheel writes") from None
-    if not all(isinstance(i, str) for i in ids):
-        raise UserError(f"{wheel.name}: {name} is not the provenance patch_wheel writes")
-    return origin
+        return parsed(zf.read(name), WHEEL_PROVENANCE, f"{wheel.name}: {name} is not the provenance patch_wheel "
+                                                       "writes")
 
 
 def check_patched(wheel: Path) -> tuple[dict, list[str]]:
