@@ -10,10 +10,12 @@ if __name__ == "__main__":  # a signal while the imports below run: one line, no
     interrupt_before_start("make_patch")
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
 from fixmono.analysis.still_needed import check
+from fixmono.engines.port import diff_fix
 from fixmono.apply.run import run
 from fixmono.cli.early import exit_quietly
 from fixmono.cli.guard import ArgumentParser, run_command
@@ -21,6 +23,7 @@ from fixmono.cli.render import table
 from fixmono.model.errors import UserError
 from fixmono.model.fix import Fix
 from fixmono.model.outcome import Status
+from fixmono.model.patchfile import read_patch
 from fixmono.model.projects import PROJECTS, runs_on
 from fixmono.model.registry import discover
 from fixmono.output import publish
@@ -38,6 +41,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = ArgumentParser(prog="make_patch", description=__doc__.split("\n")[0])
     p.add_argument("fix_ids", nargs="*", metavar="FIX_ID", help="fixes to apply, in series order")
     p.add_argument("--all", action="store_true", help="every fix for the upstream")
+    p.add_argument("--diff", action="append", default=[], metavar="FILE",
+                   help="a patch file (git format-patch mail or diff -u; '-': stdin) to port as a fix, instead of "
+                        "fix ids (repeatable: a series, in order)")
     p.add_argument("--upstream", metavar="PATH_OR_SPEC",
                    help="a git checkout, pip:NAME==VERSION, or 'default' (each project's default)")
     p.add_argument("--out", metavar="DIR",
@@ -64,6 +70,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def select(fixes: list[Fix], args: argparse.Namespace) -> list[Fix]:
+    if args.diff:
+        return diff_fixes(args)
     if args.all and args.fix_ids:
         raise UserError("give fix ids or --all, not both")
     if args.all:
@@ -77,6 +85,29 @@ def select(fixes: list[Fix], args: argparse.Namespace) -> list[Fix]:
             raise UserError(f"unknown fix id {fid!r} (known: {', '.join(by_id)})")
     wanted = set(args.fix_ids)
     return [f for f in fixes if f.id in wanted]  # series order, not argument order
+
+
+def diff_fixes(args: argparse.Namespace) -> list[Fix]:
+    """--diff: each patch file a fix for the project --upstream is (read first: a bad patch is one line)."""
+    if args.fix_ids or args.all:
+        raise UserError("give --diff or fix ids/--all, not both")
+    if args.upstream == "default" or args.check_upstream:
+        raise UserError("--diff ports a patch onto one --upstream (a checkout, pip:NAME==VERSION or a remote)")
+    if args.diff.count("-") > 1:
+        raise UserError("--diff - (stdin) can be given once")
+    patches = [read_patch(name, sys.stdin.buffer.read() if name == "-" else None) for name in args.diff]
+    extra = frozenset(f.path for patch in patches for f in patch.files)
+    project = open_upstream(args.upstream, full_wheel=args.full_wheel, extra=extra).project
+    fixes, seen = [], set()
+    for patch in patches:
+        fix = diff_fix(patch, project.name)
+        n = 2
+        while fix.id in seen:  # two patches with one subject: numbered, in series order
+            fix = dataclasses.replace(fix, id=f"{diff_fix(patch, project.name).id}-{n}")
+            n += 1
+        seen.add(fix.id)
+        fixes.append(fix)
+    return fixes
 
 
 def check_options(args: argparse.Namespace) -> None:
@@ -105,9 +136,10 @@ def prepare(args: argparse.Namespace, spec: str, group: list[Fix]) -> publish.Jo
     """Open and validate one upstream, its --out and --branch; writes nothing."""
     if not spec:  # default mode, project without an obtainable default
         return publish.Job(group)
-    upstream = open_upstream(spec, full_wheel=args.full_wheel)
+    extra = frozenset(c.path for f in group for c in f.changes) if args.diff else frozenset()
+    upstream = open_upstream(spec, full_wheel=args.full_wheel, extra=extra)
     upstream.max_target_bytes = int(args.max_target_size * (1 << 20))
-    if not args.all:
+    if not args.all and not args.diff:
         for f in group:
             if not runs_on(f.upstream, upstream.project):
                 raise UserError(f"fix {f.id} targets {f.upstream}, but --upstream {spec} "

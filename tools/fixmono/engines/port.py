@@ -276,7 +276,8 @@ def place_normalised(hunk: Hunk, lines: list[str], scopes: Scopes, confirmed):
             if at_old:
                 p = one(at_old, hunk, "its lines (as tokens)")
                 return splice(hunk, lines, targets[p:p + len(core_old)], core_old)
-    if removed and not any(norm(hunk.lines[i][1]) in {t for _, t in targets} for i in removed):
+    if removed and not any(norm(hunk.lines[i][1]) in {t for _, t in targets} for i in removed) \
+            and not (scope_of(hunk) or header_name(hunk)):  # its scope is here (checked above): it differs
         return "absent"
     differing = next((hunk.lines[i][1].strip() for i, k, _ in olds if k == "-" and
                       norm(hunk.lines[i][1]) not in {t for _, t in targets}), None)

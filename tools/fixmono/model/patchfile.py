@@ -148,7 +148,7 @@ def mail_header(text: str) -> dict:
         except (TypeError, ValueError):
             date = None
     body = message.get_payload() if isinstance(message.get_payload(), str) else ""
-    body = body.split("\n---\n", 1)[0].strip()
+    body = re.split(r"(?m)^---$", body, maxsplit=1)[0].strip()  # the diffstat and the diff follow the '---'
     cherry, pull = CHERRY.search(body), PULL.search(body)
     origin = pull.group(0) if pull else f"commit {cherry.group(1)}" if cherry else None
     return {"author": message.get("From"), "date": date, "subject": subject, "body": body, "origin": origin}

@@ -19,6 +19,7 @@ wheel's talk with the indexes is bounded by one deadline (index.Deadline)."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import re
@@ -83,13 +84,14 @@ class WheelUpstream(Upstream):
     version: str = ""
     members: dict[str, str] = field(default_factory=dict, repr=False)  # repository path -> RECORD hash
     wheel: dict = field(default_factory=dict)  # name, sha256, published_sha256 of the wheel
+    extra: frozenset = frozenset()  # repository paths read beside the catalogue's targets (a --diff's files)
 
     def read(self, path: str) -> bytes | None:
         data = super().read(path)
         if data is None or record_hash(data, self.members.get(path)) == self.members.get(path):
             return data
         # a damaged or tampered cache entry: never trusted; built again as it was read (whole or by ranges)
-        fresh = open_wheel(self.spec, rebuild=True, full=self.wheel.get("read") != "range")
+        fresh = open_wheel(self.spec, rebuild=True, full=self.wheel.get("read") != "range", extra=self.extra)
         for f in dataclasses.fields(self):
             if f.name != "max_target_bytes":  # the caller's limit stays
                 setattr(self, f.name, getattr(fresh, f.name))
@@ -100,7 +102,10 @@ class WheelUpstream(Upstream):
         return data
 
 
-def open_wheel(spec: str, rebuild: bool = False, full: bool = False) -> WheelUpstream:
+def open_wheel(spec: str, rebuild: bool = False, full: bool = False, extra: frozenset = frozenset()) -> WheelUpstream:
+    """The wheel of `spec` as a scratch repository of the catalogue's targets
+    (and the repository paths `extra`: a --diff's files, kept in a cache entry
+    of their own so the catalogue's tree and BASE stay the same)."""
     match = PIP_SPEC.match(spec)
     if not match:
         raise UserError(f"--upstream {spec}: expected pip:NAME==VERSION")
@@ -109,25 +114,33 @@ def open_wheel(spec: str, rebuild: bool = False, full: bool = False) -> WheelUps
     if project is None:
         known = ", ".join(p.dist for p in PROJECTS.values() if p.dist)
         raise UserError(f"--upstream {spec}: {dist} is not an upstream of any fix ({known})")
-    path = cache_dir() / "upstreams" / f"{project.dist}-{version}"
-    upstream = None if rebuild else cached_wheel_repository(path, spec, wanted_members(project))
+    path = scratch_path(project, version, extra)
+    upstream = None if rebuild else cached_wheel_repository(path, spec, wanted_members(project, extra))
     if upstream is not None and full and upstream.wheel["read"] == "range":
         upstream = None  # --full-wheel: a partial read does not do
     if upstream is None:  # missing, damaged, tampered, short of a target, or not read whole: built again
-        path = materialise_wheel(project, version, full=full, rebuild=True)
+        path = materialise_wheel(project, version, full=full, rebuild=True, extra=extra)
         upstream = cached_wheel_repository(path, spec)
         if upstream is None:
             raise UserError(f"--upstream {spec}: the scratch repository built from the wheel is unreadable")
     else:
         upstream.wheel["cached"] = True  # read by an earlier run: verified as that read was
-    upstream.project, upstream.label, upstream.version = project, spec, version
+    upstream.project, upstream.label, upstream.version, upstream.extra = project, spec, version, extra
     return upstream
 
 
-def wanted_members(project: Project) -> set[str]:
+def scratch_path(project: Project, version: str, extra: frozenset = frozenset()) -> Path:
+    name = f"{project.dist}-{version}"
+    if extra:
+        name += "+" + hashlib.sha256("\n".join(sorted(extra)).encode()).hexdigest()[:12]
+    return cache_dir() / "upstreams" / name
+
+
+def wanted_members(project: Project, extra: frozenset = frozenset()) -> set[str]:
     """The wheel members a partial read takes: every file the catalogue's fixes
-    for `project` target, and the project's markers."""
+    for `project` target, the project's markers, and the paths `extra`."""
     paths = {c.path for f in discover() if runs_on(f.upstream, project) for c in f.changes} | set(project.markers)
+    paths |= set(extra)
     return {p.removeprefix(project.wheel_root) for p in paths if p.startswith(project.wheel_root)}
 
 
@@ -159,13 +172,14 @@ def upstream_root(wheel: dict) -> str:
     return wheel.get("wheel_root", "")
 
 
-def materialise_wheel(project: Project, version: str, full: bool = True, rebuild: bool = False) -> Path:
+def materialise_wheel(project: Project, version: str, full: bool = True, rebuild: bool = False,
+                      extra: frozenset = frozenset()) -> Path:
     """A scratch git repository holding the Python files of the published wheel
     that the catalogue's fixes target (`full`: from the whole wheel, its
     sha256 checked; else read by ranges where the index serves them), at the
     paths they have in the upstream repository. Cached; built in a temporary directory
     and renamed into place, so an interrupted run leaves nothing half-made."""
-    final = cache_dir() / "upstreams" / f"{project.dist}-{version}"
+    final = scratch_path(project, version, extra)
     if (final / ".git").is_dir() and not rebuild:
         return final
     final.parent.mkdir(parents=True, exist_ok=True)
@@ -173,11 +187,11 @@ def materialise_wheel(project: Project, version: str, full: bool = True, rebuild
     with tempfile.TemporaryDirectory(dir=final.parent, prefix=".tmp-") as tmp:
         work = Path(tmp) / "repo"
         found, problems = (None, []) if full else find_wheel(project.dist, version, deadline)
-        partial = None if found is None else read_members(project, found, work, deadline)
+        partial = None if found is None else read_members(project, found, work, deadline, extra)
         if partial is None:
             note = "--full-wheel" if full else found.note if found else "no index pip is configured with lists it: " \
                 "downloaded through pip" + (f" ({'; '.join(problems)})" if problems else "")
-            members, wheel = whole_wheel(project, version, work, found, note, deadline)
+            members, wheel = whole_wheel(project, version, work, found, note, deadline, extra)
         else:
             members, wheel = partial
         if not any(name.endswith((".py", ".pyi")) for name in wheel.get("names") or members):
@@ -199,7 +213,7 @@ def materialise_wheel(project: Project, version: str, full: bool = True, rebuild
 
 
 def whole_wheel(project: Project, version: str, work: Path, found: Found | None, note: str,
-                deadline: Deadline) -> tuple[dict, dict]:
+                deadline: Deadline, extra: frozenset = frozenset()) -> tuple[dict, dict]:
     """The whole wheel (a local index's file as it is, else downloaded by pip),
     verified (sha256, RECORD), and the wanted Python files written under `work`."""
     with tempfile.TemporaryDirectory(prefix="fixmono-wheel-") as tmp:
@@ -209,14 +223,15 @@ def whole_wheel(project: Project, version: str, work: Path, found: Found | None,
             (wheel, published), how = download_wheel(project.dist, version, Path(tmp) / "dl", deadline), "full"
         verified = verify_wheel(wheel, published)
         # the members a partial read takes: the same tree, the same BASE commit, however the wheel was read
-        members = extract_python_files(verified, work, project.wheel_root, wanted_members(project))
+        members = extract_python_files(verified, work, project.wheel_root, wanted_members(project, extra))
         return members, {"name": wheel.name, "sha256": verified.sha256, "published_sha256": published,
                          "read": how, "verified": "sha256" if published else "record", "bytes": wheel.stat().st_size,
                          "size": wheel.stat().st_size, "note": note, "wheel_root": project.wheel_root,
                          "names": sorted(verified.members)}
 
 
-def read_members(project: Project, found: Found, work: Path, deadline: Deadline) -> tuple[dict, dict] | None:
+def read_members(project: Project, found: Found, work: Path, deadline: Deadline,
+                 extra: frozenset = frozenset()) -> tuple[dict, dict] | None:
     """The wanted members by HTTP range requests, written under `work`; None
     where the wheel must be read whole (a local index, a server that does not
     honour Range: `found.note` says which)."""
@@ -228,7 +243,7 @@ def read_members(project: Project, found: Found, work: Path, deadline: Deadline)
     try:
         names = reader.entries()
         members = {}
-        for name in sorted(wanted_members(project) & set(names)):
+        for name in sorted(wanted_members(project, extra) & set(names)):
             if not name.endswith((".py", ".pyi")):
                 continue
             data = reader.read(name)
