@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import difflib
 import re
 from pathlib import Path
 
@@ -57,8 +58,10 @@ def header_name(hunk: Hunk) -> str | None:
 
 
 def norm(line: str) -> str:
-    """A line as tokens: spaces collapsed, a trailing comment dropped (not inside a string)."""
+    """A line as tokens: spaces collapsed, a comment dropped (a trailing one only where no string could hold it)."""
     text = line.strip()
+    if text.startswith("#"):
+        return ""
     if "#" in text and "'" not in text and '"' not in text:
         text = text.split("#", 1)[0].rstrip()
     return " ".join(text.split())
@@ -267,8 +270,10 @@ def place_normalised(hunk: Hunk, lines: list[str], scopes: Scopes, confirmed):
                 continue
             keep = {i for i, _, _ in core_old}
             core_new = [r for r in news if r[1] == "+" or r[0] in keep]
-            at_old = [p for p in seq(core_old, targets) if confirmed(targets[p][0], probe(core_old, targets, p))]
-            at_new = [p for p in seq(core_new, targets) if confirmed(targets[p][0], probe(core_new, targets, p))]
+            at_old = [p for p in seq(core_old, targets, hunk, lines)
+                      if confirmed(targets[p][0], probe(core_old, targets, p))]
+            at_new = [p for p in seq(core_new, targets, hunk, lines)
+                      if confirmed(targets[p][0], probe(core_new, targets, p))]
             if at_new and not at_old:
                 return "present"
             if at_old and at_new:
@@ -276,9 +281,8 @@ def place_normalised(hunk: Hunk, lines: list[str], scopes: Scopes, confirmed):
             if at_old:
                 p = one(at_old, hunk, "its lines (as tokens)")
                 return splice(hunk, lines, targets[p:p + len(core_old)], core_old)
-    if removed and not any(norm(hunk.lines[i][1]) in {t for _, t in targets} for i in removed) \
-            and not (scope_of(hunk) or header_name(hunk)):  # its scope is here (checked above): it differs
-        return "absent"
+    if removed and not any(resembles(norm(hunk.lines[i][1]), targets) for i in removed):
+        return "absent"  # nothing like the lines it removes is in the file: the code is not there
     differing = next((hunk.lines[i][1].strip() for i, k, _ in olds if k == "-" and
                       norm(hunk.lines[i][1]) not in {t for _, t in targets}), None)
     raise TransformFailed(f"{hunk.label}: its context or removed lines are not in the file"
@@ -299,10 +303,25 @@ def trimmed(olds: list, lead: int, tail: int):
     return core
 
 
-def seq(rows: list, targets: list) -> list[int]:
+def seq(rows: list, targets: list, hunk: Hunk, lines: list[str]) -> list[int]:
+    """Where the normalised `rows` are a run of the target's normalised lines, with
+    one indentation shift for all of them (a line at another nesting depth is not the same line)."""
     wanted = [t for _, _, t in rows]
     have = [t for _, t in targets]
-    return [p for p in range(len(have) - len(wanted) + 1) if have[p:p + len(wanted)] == wanted]
+    out = []
+    for p in range(len(have) - len(wanted) + 1):
+        if have[p:p + len(wanted)] != wanted:
+            continue
+        shifts = {len(indent_of(lines[targets[p + n][0]])) - len(indent_of(hunk.lines[row][1]))
+                  for n, (row, _, _) in enumerate(rows)}
+        if len(shifts) == 1:
+            out.append(p)
+    return out
+
+
+def resembles(line: str, targets: list, at_least: float = 0.75) -> bool:
+    """Whether a target line is `line` or close to it (a removed line that differs, not code that is absent)."""
+    return any(t == line or difflib.SequenceMatcher(None, line, t).ratio() >= at_least for _, t in targets)
 
 
 def splice(hunk: Hunk, lines: list[str], matched: list, core: list):
