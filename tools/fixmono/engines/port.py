@@ -181,14 +181,9 @@ def place(hunk: Hunk, lines: list[str], expected: int, python: bool = True):
     old, new = hunk.old, hunk.new
     found_old = [p for p in exact(old, lines) if confirmed(p, p + probe_row(hunk, "-"))]
     found_new = [p for p in exact(new, lines) if confirmed(p, p + probe_row(hunk, "+"))]
-    if found_old and not found_new:
-        at = expected if expected in found_old else one(found_old, hunk, "its lines")
-        return at, at + len(old), new, added_rows(hunk)
-    if found_new and not found_old:
-        return "present"
-    if found_new and found_old:
-        raise TransformFailed(f"{hunk.label}: both its old and its new lines are in the file; cannot tell whether "
-                              "it is applied")
+    at = choose(hunk, found_old, found_new, expected, "its lines")
+    if at is not None:
+        return at if at == "present" else (at, at + len(old), new, added_rows(hunk))
     return place_normalised(hunk, lines, scopes, confirmed)
 
 
@@ -206,16 +201,28 @@ def probe_row(hunk: Hunk, side: str) -> int:
 def place_exactly(hunk: Hunk, lines: list[str], expected: int):
     """A file without scopes: the exact step alone; anything else is failed, never guessed."""
     old, new = hunk.old, hunk.new
-    found_old, found_new = exact(old, lines), exact(new, lines)
-    if found_old and not found_new:
-        at = expected if expected in found_old else one(found_old, hunk, "its lines")
-        return at, at + len(old), new, added_rows(hunk)
-    if found_new and not found_old:
-        return "present"
+    at = choose(hunk, exact(old, lines), exact(new, lines), expected, "its lines")
+    if at is not None:
+        return at if at == "present" else (at, at + len(old), new, added_rows(hunk))
     if not any(t.strip() and t in lines for k, t in hunk.lines if k == "-") and any(k == "-" for k, _ in hunk.lines):
         return "absent"
     raise TransformFailed(f"{hunk.label}: its lines are not in the file as they are in the diff (only the exact "
                           "step runs outside Python files); refusing to guess")
+
+
+def choose(hunk: Hunk, found_old: list[int], found_new: list[int], expected: int | None, what: str):
+    """From the places of the hunk's old and new lines: "present", the one place
+    to apply at (the line the hunk names where it is one of them), or None when
+    neither is there; TransformFailed when it cannot tell."""
+    pure_addition = not any(k == "-" for k, _ in hunk.lines)
+    if found_new and (not found_old or pure_addition):  # context alone stays in the file once lines are added
+        return "present"
+    if found_new:
+        raise TransformFailed(f"{hunk.label}: both its old and its new lines are in the file; cannot tell whether "
+                              "it is applied")
+    if found_old:
+        return expected if expected in found_old else one(found_old, hunk, what)
+    return None
 
 
 def added_rows(hunk: Hunk) -> list[int]:
@@ -260,8 +267,8 @@ def place_normalised(hunk: Hunk, lines: list[str], scopes: Scopes, confirmed):
         raise TransformFailed(f"{hunk.label}: no context to place its added lines by")
     olds = [(i, k, t) for i, k, t in rows if k != "+"]
     news = [(i, k, t) for i, k, t in rows if k != "-"]
-    for trim in range(0, MAX_TRIM + 1):
-        for lead in range(trim + 1):
+    for trim in range(0, 2 * MAX_TRIM + 1):  # fewest context lines dropped first, at most MAX_TRIM at each end
+        for lead in range(max(trim - MAX_TRIM, 0), min(trim, MAX_TRIM) + 1):
             tail = trim - lead
             core_old = trimmed(olds, lead, tail)
             if core_old is None or (trim and not (scope_of(hunk) or header_name(hunk))):
@@ -274,14 +281,12 @@ def place_normalised(hunk: Hunk, lines: list[str], scopes: Scopes, confirmed):
                       if confirmed(targets[p][0], probe(core_old, targets, p))]
             at_new = [p for p in seq(core_new, targets, hunk, lines)
                       if confirmed(targets[p][0], probe(core_new, targets, p))]
-            if at_new and not at_old:
-                return "present"
-            if at_old and at_new:
-                raise TransformFailed(f"{hunk.label}: both its old and its new lines are in the file")
-            if at_old:
-                p = one(at_old, hunk, "its lines (as tokens)")
+            p = choose(hunk, at_old, at_new, None, "its lines (as tokens)")
+            if p == "present":
+                return p
+            if p is not None:
                 return splice(hunk, lines, targets[p:p + len(core_old)], core_old)
-    if removed and not any(resembles(norm(hunk.lines[i][1]), targets) for i in removed):
+    if removed and not any(resembles(hunk, i, targets) for i in removed):
         return "absent"  # nothing like the lines it removes is in the file: the code is not there
     differing = next((hunk.lines[i][1].strip() for i, k, _ in olds if k == "-" and
                       norm(hunk.lines[i][1]) not in {t for _, t in targets}), None)
@@ -319,9 +324,20 @@ def seq(rows: list, targets: list, hunk: Hunk, lines: list[str]) -> list[int]:
     return out
 
 
-def resembles(line: str, targets: list, at_least: float = 0.75) -> bool:
-    """Whether a target line is `line` or close to it (a removed line that differs, not code that is absent)."""
-    return any(t == line or difflib.SequenceMatcher(None, line, t).ratio() >= at_least for _, t in targets)
+def resembles(hunk: Hunk, row: int, targets: list, at_least: float = 0.75, near: int = 8) -> bool:
+    """Whether the removed line `row` is in the target, or a line close to it is with
+    one of the hunk's context lines near it: the code is there and differs (failed),
+    rather than not there at all (not-applicable)."""
+    line = norm(hunk.lines[row][1])
+    context = {norm(t) for k, t in hunk.lines if k == " " and norm(t)}
+    for n, (_, text) in enumerate(targets):
+        if text == line:
+            return True
+        matcher = difflib.SequenceMatcher(None, line, text)
+        if matcher.quick_ratio() >= at_least and matcher.ratio() >= at_least and \
+                any(t in context for _, t in targets[max(n - near, 0):n + near + 1]):
+            return True
+    return False
 
 
 def splice(hunk: Hunk, lines: list[str], matched: list, core: list):
