@@ -189,3 +189,38 @@ def test_what_the_engine_places_over_the_generated_cases(tmp_path):
     print(f"\n{counts['cases']} cases: git apply right {counts['git']}, misplaced {counts['git misplaced']}; "
           f"port engine right {counts['engine']}, misplaced 0 (test_generated_cases)")
     assert counts["engine"] >= counts["git"]
+
+
+NAMES_BASE = """import os
+
+LIMIT = 3
+
+
+class Model:
+    scale = 2
+
+    def forward(self, x):
+        y = x + 1
+        return y
+
+    def other(self, width):
+        return width
+"""
+
+
+@pytest.mark.parametrize("added, ok", [
+    ("        y = y + os.sep.count('/') + LIMIT\n", True),  # module names and the function's own
+    ("        z = y * 2\n        y = z\n", True),  # bound by an added line above
+    ("        y = y + width\n", False),  # bound only in another method
+    ("        y = y * scale\n", False),  # a class attribute is not seen from a method
+    ("        total = total + y\n", False),  # x = f(x) where no x exists
+    ("        y = helper(y)\n", False),  # nowhere
+])
+def test_the_added_lines_names_must_be_bound_where_they_go(tmp_path, added, ok):
+    after = NAMES_BASE.replace("        y = x + 1\n", "        y = x + 1\n" + added)
+    diff = git_diff(NAMES_BASE, after, tmp_path)
+    change, result = outcome(diff, NAMES_BASE)
+    if ok:
+        assert result.status is Status.APPLIED and result.new_text == after, result.detail
+    else:
+        assert result.status is Status.FAILED and "not defined where they go" in result.detail, result.detail

@@ -396,36 +396,77 @@ BUILTINS = set(dir(builtins)) | {"__file__", "__name__", "__doc__", "__spec__", 
                                  "__builtins__", "__loader__", "__annotations__", "__class__", "__debug__"}
 
 
+FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+
+
+def binds(node: ast.AST) -> set[str]:
+    """The names one node binds (an import, a def, an argument, an assignment target, ...)."""
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return {(a.asname or a.name).split(".")[0] for a in node.names}
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {node.name}
+    if isinstance(node, ast.arg):
+        return {node.arg}
+    if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+        return {node.id}
+    if isinstance(node, (ast.Global, ast.Nonlocal)):
+        return set(node.names)
+    if isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)) and node.name:
+        return {node.name}
+    return set()
+
+
+def scope_names(scope: ast.AST) -> dict[str, set[int]]:
+    """The names bound in one scope, each with the lines binding it: its own
+    statements, not those of the functions and classes inside it (their names,
+    and a function's arguments, are)."""
+    names: dict[str, set[int]] = {}
+    todo = [scope]
+    while todo:
+        node = todo.pop()
+        for child in ast.iter_child_nodes(node):
+            for name in binds(child):
+                names.setdefault(name, set()).add(getattr(child, "lineno", 0))
+            if isinstance(child, (*FUNCTIONS, ast.ClassDef)):
+                continue  # its body is a scope of its own
+            todo.append(child)
+    if isinstance(scope, FUNCTIONS):
+        for arg in (a for a in ast.walk(scope.args) if isinstance(a, ast.arg)):
+            names.setdefault(arg.arg, set()).add(0)
+    return names
+
+
 def check_names(source: str, added_rows: list[int], path: str) -> None:
-    """Every name an added line reads is bound somewhere in the module (or a builtin)."""
+    """Every name an added line reads is bound where that line can see it (its
+    function or an enclosing one, the module, a builtin; class bodies are not
+    seen from their methods, as Python has it) by a line that is not added, or
+    by an added line above it. So `x = f(x)` added where no `x` exists fails, as
+    does a name bound only in some other function of the file (the diff was
+    made where a variable had another name)."""
     tree = ast.parse(source)
-    bound = set(BUILTINS)
-    star = False
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            for alias in node.names:
-                star |= alias.name == "*"
-                bound.add((alias.asname or alias.name).split(".")[0])
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            bound.add(node.name)
-        elif isinstance(node, ast.arg):
-            bound.add(node.arg)
-        elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
-            bound.add(node.id)
-        elif isinstance(node, (ast.Global, ast.Nonlocal)):
-            bound.update(node.names)
-        elif isinstance(node, ast.ExceptHandler) and node.name:
-            bound.add(node.name)
-        elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
-            bound.add(node.name)
-    if star:
-        return
+    if any(a.name == "*" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names):
+        return  # a star import: the module's names cannot be known from its text
     rows = {r + 1 for r in added_rows}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.lineno in rows \
-                and node.id not in bound:
-            raise TransformFailed(f"{path}: the diff's added lines use `{node.id}` (line {node.lineno}), which this "
-                                  "file neither defines nor imports")
+
+    def sees(scopes: list[dict], name: str, line: int) -> bool:
+        return name in BUILTINS or any(n not in rows or n < line for scope in scopes for n in scope.get(name, ()))
+
+    def visit(node: ast.AST, scopes: list[dict], own: dict | None = None) -> None:
+        """`own`: the names of the class whose body `node` is (seen there, not in its methods)."""
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, FUNCTIONS):
+                visit(child, scopes + [scope_names(child)])
+            elif isinstance(child, ast.ClassDef):
+                visit(child, scopes, scope_names(child))
+            else:
+                here = scopes + [own] if own else scopes
+                if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Load) and child.lineno in rows \
+                        and not sees(here, child.id, child.lineno):
+                    raise TransformFailed(f"{path}: the diff's added lines use `{child.id}` (line {child.lineno}), "
+                                          "which is not defined where they go (nor imported)")
+                visit(child, here)
+
+    visit(tree, [scope_names(tree)])
 
 
 def diff_fix(patch: PatchFile, upstream: str, fix_id: str | None = None) -> Fix:
