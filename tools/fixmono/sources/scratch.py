@@ -84,7 +84,11 @@ def run_dir() -> Path:
 def remove_run_dir() -> None:
     global _run_dir
     if _run_dir is not None:
-        shutil.rmtree(_run_dir, ignore_errors=True)
+        for _ in range(5):  # a git an interrupt stopped may still be finishing a write into it: again, briefly
+            shutil.rmtree(_run_dir, ignore_errors=True)
+            if not _run_dir.exists():
+                break
+            time.sleep(0.1)
         _run_dir = None
 
 
