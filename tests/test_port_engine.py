@@ -211,6 +211,7 @@ class Model:
 @pytest.mark.parametrize("added, ok", [
     ("        y = y + os.sep.count('/') + LIMIT\n", True),  # module names and the function's own
     ("        z = y * 2\n        y = z\n", True),  # bound by an added line above
+    ("        y = sum(int(c) for c in str(y) if c)\n", True),  # a comprehension's variable, on the same line
     ("        y = y + width\n", False),  # bound only in another method
     ("        y = y * scale\n", False),  # a class attribute is not seen from a method
     ("        total = total + y\n", False),  # x = f(x) where no x exists

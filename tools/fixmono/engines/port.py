@@ -427,6 +427,9 @@ def scope_names(scope: ast.AST) -> dict[str, set[int]]:
         for child in ast.iter_child_nodes(node):
             for name in binds(child):
                 names.setdefault(name, set()).add(getattr(child, "lineno", 0))
+            if isinstance(child, ast.comprehension):  # bound before its element is read, on whatever line
+                for target in ast.walk(child.target):
+                    names.setdefault(getattr(target, "id", ""), set()).add(0)
             if isinstance(child, (*FUNCTIONS, ast.ClassDef)):
                 continue  # its body is a scope of its own
             todo.append(child)
