@@ -356,12 +356,19 @@ def splice(hunk: Hunk, lines: list[str], matched: list, core: list):
     start, stop = matched[0][0], matched[-1][0] + 1
     out, added = [], []
 
-    def emit_added(row_from: int, row_to: int) -> None:
+    def emit_added(row_from: int, row_to: int, tail: bool = False) -> None:
+        """The added lines of these rows; after the last matched line (`tail`) a blank
+        line the hunk keeps or removes there takes the target's blank line with it."""
+        nonlocal stop
         for row in range(row_from, row_to):
             kind, text = hunk.lines[row]
             if kind == "+":
                 added.append(len(out))
                 out.append(reindent(text, *shift, eol, hunk))
+            elif tail and not norm(text) and stop < len(lines) and not lines[stop].strip():
+                if kind == " ":
+                    out.append(lines[stop])
+                stop += 1
 
     next_row = first_hunk_row
     for target in range(start, stop):
@@ -378,18 +385,22 @@ def splice(hunk: Hunk, lines: list[str], matched: list, core: list):
             follow += 1
         emit_added(next_row, follow)
         next_row = follow
-    emit_added(next_row, last_hunk_row + 1)
+    emit_added(next_row, last_hunk_row + 1, tail=True)
     return start, stop, out, added
 
 
 def reindent(text: str, old: str, new: str, eol: str, hunk: Hunk) -> str:
+    """An added line moved from the diff's indentation to the target's: the line
+    it is placed by is indented `old` in the diff and `new` in the target."""
     body = text.rstrip("\r\n")
     if not body.strip():
         return eol
-    if body.startswith(old):
-        return new + body[len(old):] + eol
-    raise TransformFailed(f"{hunk.label}: an added line is indented less than the line it is placed by "
-                          f"(`{body.strip()}`)")
+    if new.startswith(old):  # deeper in the target (or the same): add the difference
+        return new[len(old):] + body + eol
+    if old.startswith(new) and body.startswith(old[len(new):]):  # shallower: take it off
+        return body[len(old) - len(new):] + eol
+    raise TransformFailed(f"{hunk.label}: cannot re-indent an added line to the target's indentation "
+                          f"(`{body.strip()}`; tabs against spaces?)")
 
 
 BUILTINS = set(dir(builtins)) | {"__file__", "__name__", "__doc__", "__spec__", "__package__", "__path__",
