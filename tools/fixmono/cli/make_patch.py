@@ -10,12 +10,11 @@ if __name__ == "__main__":  # a signal while the imports below run: one line, no
     interrupt_before_start("make_patch")
 
 import argparse
-import dataclasses
 import sys
 from pathlib import Path
 
 from fixmono.analysis.still_needed import check
-from fixmono.engines.port import diff_fix
+from fixmono.engines.port import diff_fixes
 from fixmono.apply.run import run
 from fixmono.cli.early import exit_quietly
 from fixmono.cli.guard import ArgumentParser, run_command
@@ -23,7 +22,7 @@ from fixmono.cli.render import table
 from fixmono.model.errors import UserError
 from fixmono.model.fix import Fix
 from fixmono.model.outcome import Status
-from fixmono.model.patchfile import read_patch
+from fixmono.model.patchfile import read_patches
 from fixmono.model.projects import PROJECTS, runs_on
 from fixmono.model.registry import discover
 from fixmono.output import publish
@@ -71,7 +70,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def select(fixes: list[Fix], args: argparse.Namespace) -> list[Fix]:
     if args.diff:
-        return diff_fixes(args)
+        return fixes_from_diffs(args)
     if args.all and args.fix_ids:
         raise UserError("give fix ids or --all, not both")
     if args.all:
@@ -87,27 +86,16 @@ def select(fixes: list[Fix], args: argparse.Namespace) -> list[Fix]:
     return [f for f in fixes if f.id in wanted]  # series order, not argument order
 
 
-def diff_fixes(args: argparse.Namespace) -> list[Fix]:
+def fixes_from_diffs(args: argparse.Namespace) -> list[Fix]:
     """--diff: each patch file a fix for the project --upstream is (read first: a bad patch is one line)."""
     if args.fix_ids or args.all:
         raise UserError("give --diff or fix ids/--all, not both")
     if args.upstream == "default" or args.check_upstream:
         raise UserError("--diff ports a patch onto one --upstream (a checkout, pip:NAME==VERSION or a remote)")
-    if args.diff.count("-") > 1:
-        raise UserError("--diff - (stdin) can be given once")
-    patches = [read_patch(name, sys.stdin.buffer.read() if name == "-" else None) for name in args.diff]
+    patches = read_patches(args.diff, sys.stdin.buffer)
     extra = frozenset(f.path for patch in patches for f in patch.files)
     project = open_upstream(args.upstream, full_wheel=args.full_wheel, extra=extra).project
-    fixes, seen = [], set()
-    for patch in patches:
-        fix = diff_fix(patch, project.name)
-        n = 2
-        while fix.id in seen:  # two patches with one subject: numbered, in series order
-            fix = dataclasses.replace(fix, id=f"{diff_fix(patch, project.name).id}-{n}")
-            n += 1
-        seen.add(fix.id)
-        fixes.append(fix)
-    return fixes
+    return diff_fixes(patches, project.name)
 
 
 def check_options(args: argparse.Namespace) -> None:

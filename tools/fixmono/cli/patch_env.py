@@ -16,6 +16,8 @@ from functools import partial
 from fixmono.cli.early import exit_quietly
 from fixmono.cli.guard import ArgumentParser, os_error_as_user_error, run_command
 from fixmono.model.errors import UserError
+from fixmono.engines.port import diff_fixes
+from fixmono.model.patchfile import read_patches
 from fixmono.model.registry import discover
 from fixmono.output.env_patch import execute, plan_patch, plan_undo, sites
 from fixmono.output.journal import JOURNAL_DIR
@@ -27,6 +29,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                                                              "or undo them")
     p.add_argument("fix_ids", nargs="*", metavar="FIX", help="fixes to apply (with --undo: to undo; none: all)")
     p.add_argument("--all", action="store_true", help="every fix whose target is installed as Python here")
+    p.add_argument("--diff", action="append", default=[], metavar="FILE",
+                   help="a patch file (git format-patch mail or diff -u; '-': stdin) to apply as a fix, instead of "
+                        "fix ids (repeatable); with --undo: fixes to keep applied")
     p.add_argument("--python", metavar="PATH", help="the environment of this interpreter (default: fixmono's own)")
     p.add_argument("--undo", action="store_true", help="restore the files fixmono patched, byte for byte")
     p.add_argument("--check", action="store_true", help="print what would change as a diff; write nothing")
@@ -37,23 +42,26 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.undo and (args.all or args.any_version):
         raise UserError("--undo takes fix ids (none: every fix fixmono applied), not --all/--any-version")
-    if not args.undo and bool(args.fix_ids) == args.all:
+    if args.diff and not args.undo and (args.fix_ids or args.all):
+        raise UserError("give --diff or fix ids/--all, not both")
+    if not args.undo and not args.diff and bool(args.fix_ids) == args.all:
         raise UserError("name the fixes to apply, or --all (not both)")
     known = {f.id for f in discover()}
     unknown = [i for i in args.fix_ids if i not in known]
-    if unknown:
+    if unknown and not args.undo:  # an undo may name a fix a --diff made
         raise UserError(f"unknown fix id(s): {', '.join(unknown)} (`fixmono status` lists them)")
+    args.diff_fixes = diff_fixes(read_patches(args.diff, sys.stdin.buffer)) if args.diff else []
     return args
 
 
 def work(args: argparse.Namespace, stage: dict) -> tuple[dict, int]:
     env = Environment.of(args.python) if args.python else Environment.current()
-    known = {f.id: f for f in discover()}
+    known = {f.id: f for f in [*discover(), *args.diff_fixes]}
     if args.undo:
         folders = sites(env)
         make_plan = partial(plan_undo, args.fix_ids or None, known, force=args.force)
     else:
-        fixes = [known[i] for i in args.fix_ids] if args.fix_ids else list(known.values())
+        fixes = args.diff_fixes or ([known[i] for i in args.fix_ids] if args.fix_ids else list(known.values()))
         folders = sites(env, fixes)
         make_plan = partial(plan_patch, env, fixes, force=args.force, any_version=args.any_version, every=args.all)
     stage["writing"] = not args.check

@@ -13,7 +13,9 @@ from fixmono.analysis.status import (BUILT_IN, FAILED, FIXED, NOT_APPLICABLE, NO
 from fixmono.cli.early import exit_quietly
 from fixmono.cli.guard import ArgumentParser, run_command
 from fixmono.cli.render import table
+from fixmono.engines.port import diff_fixes
 from fixmono.model.errors import UserError
+from fixmono.model.patchfile import read_patches
 from fixmono.sources.installed import Environment
 
 COLOURS = {NOT_FIXED: "33", FIXED: "32", PATCHED_HERE: "32", FAILED: "31", NOT_APPLICABLE: "2", NOT_INSTALLED: "2", BUILT_IN: "2",
@@ -57,7 +59,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--run", action="store_true", help="also run each fix's reproducer in a subprocess")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per reproducer (--run)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--diff", action="append", default=[], metavar="FILE",
+                   help="the status of these patch files (git format-patch mail or diff -u; '-': stdin) instead of "
+                        "the catalogue's fixes (repeatable)")
     args = p.parse_args(argv)
+    if args.diff and args.run:
+        raise UserError("--diff has no reproducer to --run")
+    args.diff_fixes = diff_fixes(read_patches(args.diff, sys.stdin.buffer)) if args.diff else None
     if not args.timeout > 0:
         raise UserError("--timeout must be a positive number of seconds")
     return args
@@ -72,7 +80,8 @@ def main(argv: list[str] | None = None) -> int:
 
     def work(args):
         env = Environment.of(args.python) if args.python else None
-        return collect(run_reproducers=args.run, timeout=args.timeout, env=env, progress=progress), 0
+        return collect(args.diff_fixes, run_reproducers=args.run, timeout=args.timeout, env=env,
+                       progress=progress), 0
 
     def show(report, args):
         return render(report, colour=sys.stdout.isatty() and not os.environ.get("NO_COLOR"))

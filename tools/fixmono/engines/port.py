@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import dataclasses
 import difflib
 import re
 from pathlib import Path
@@ -33,6 +34,7 @@ from fixmono.model.errors import NotApplicable, TargetSyntaxError, TransformFail
 from fixmono.model.errors import UserError
 from fixmono.model.fix import Dep3, FileChange, Fix, Rewrite
 from fixmono.model.patchfile import Hunk, PatchFile, lines_of
+from fixmono.model.projects import PROJECTS
 
 MAX_TRIM = 3  # context lines `patch --fuzz=3` may ignore at each end; here only with the scope confirmed
 DEF = re.compile(r"^(\s*)(?:async\s+)?(?:def|class)\s+([A-Za-z_]\w*)")
@@ -504,3 +506,31 @@ def slug(patch: PatchFile) -> str:
     """A fix id from the patch's subject (else its file name): 'diff-' and kebab-case words."""
     words = re.findall(r"[a-z0-9]+", (patch.subject or Path(patch.name).stem).lower())
     return "diff-" + "-".join(words[:8] or ["patch"])
+
+
+def project_of(patch: PatchFile) -> str:
+    """The upstream project whose package every file of the patch is in (torch/..., src/transformers/...)."""
+    def prefix(project) -> str:
+        return project.wheel_root + project.markers[0].removeprefix(project.wheel_root).split("/")[0] + "/"
+
+    found = {p.name for p in PROJECTS.values() for f in patch.files if f.path.startswith(prefix(p))}
+    if len(found) != 1 or not all(any(f.path.startswith(prefix(PROJECTS[n])) for n in found) for f in patch.files):
+        known = ", ".join(prefix(p) for p in PROJECTS.values())
+        raise UserError(f"{patch.name}: its files are not all in one known project's package ({known}); "
+                        "nothing was written")
+    return found.pop()
+
+
+def diff_fixes(patches: list[PatchFile], upstream: str | None = None) -> list[Fix]:
+    """--diff FILE...: each patch a Fix, for `upstream` (else the project its paths
+    are in); ids made unique in series order."""
+    fixes, seen = [], set()
+    for patch in patches:
+        fix = diff_fix(patch, upstream or project_of(patch))
+        base, n = fix.id, 2
+        while fix.id in seen:  # two patches with one subject: numbered, in series order
+            fix = dataclasses.replace(fix, id=f"{base}-{n}")
+            n += 1
+        seen.add(fix.id)
+        fixes.append(fix)
+    return fixes

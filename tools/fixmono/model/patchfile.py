@@ -98,6 +98,13 @@ def read_patch(source: str | Path, data: bytes | None = None) -> PatchFile:
     return parse_patch(text, name)
 
 
+def read_patches(names: list[str], stdin) -> list[PatchFile]:
+    """--diff FILE...: each read and checked ('-': the bytes `stdin` holds, once)."""
+    if names.count("-") > 1:
+        raise UserError("--diff - (stdin) can be given once")
+    return [read_patch(name, stdin.read() if name == "-" else None) for name in names]
+
+
 def parse_patch(text: str, name: str = "<diff>") -> PatchFile:
     import unidiff  # a dependency of the diff fixes only
 
