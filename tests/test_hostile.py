@@ -349,8 +349,8 @@ def applies_as_transformed(ctx: Ctx, run: Run, ref: dict) -> None:
 
 
 def wrote_everything(run: Run) -> bool:
-    """Exit 0, or a Ctrl-C that landed after the series and branch were in place."""
-    return run.code == 0 or (run.code == 130 and "interrupted after everything was written" in run.stderr)
+    """Exit 0, or a Ctrl-C or SIGTERM that landed after the series and branch were in place."""
+    return run.code == 0 or (run.code in (130, 143) and "interrupted after everything was written" in run.stderr)
 
 
 def complete_or_untouched(ctx: Ctx, run: Run, ref: dict) -> None:
@@ -361,7 +361,7 @@ def complete_or_untouched(ctx: Ctx, run: Run, ref: dict) -> None:
         assert series["BASE"].decode().split()[-1] == git(ctx.up, "rev-parse", "HEAD").strip()
         assert git(ctx.up, "rev-parse", "fixes~1").strip() == git(ctx.up, "rev-parse", "HEAD").strip()
         assert ".abs()" in git(ctx.up, "cat-file", "blob", f"fixes:{TARGET}")
-    elif run.code == 130:
+    elif run.code in (130, 143):
         assert "interrupted" in run.stderr, run.stderr
 
 
