@@ -17,6 +17,7 @@ import fcntl
 import os
 import re
 import shutil
+import signal
 import tempfile
 import time
 from pathlib import Path
@@ -26,6 +27,7 @@ from fixmono.sources.git import GitError, clean_env, run_git
 
 MARKER = ".make_patch-scratch"
 RUN_DIR = re.compile(r"make_patch-\d+-\w+")
+INTERRUPTS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
 _run_dir: Path | None = None
 
 
@@ -75,9 +77,16 @@ def run_dir() -> Path:
     global _run_dir
     if _run_dir is None:
         sweep_dead_runs()
-        _run_dir = Path(tempfile.mkdtemp(prefix=f"make_patch-{os.getpid()}-"))
-        claim(_run_dir / MARKER)  # held until the process ends
-        atexit.register(remove_run_dir)
+        # an interrupt between making the folder and registering its removal would leave it behind
+        # (and tempfile's first gettempdir() writes a probe file): signals wait until both are done
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, INTERRUPTS)
+        try:
+            tempfile.gettempdir()
+            atexit.register(remove_run_dir)
+            _run_dir = Path(tempfile.mkdtemp(prefix=f"make_patch-{os.getpid()}-"))
+            claim(_run_dir / MARKER)  # held until the process ends
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
     return _run_dir
 
 
