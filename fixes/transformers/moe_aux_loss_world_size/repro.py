@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -60,7 +61,7 @@ def run_groups(groups: dict[str, tuple[int, bool]], folder: Path) -> dict[str, d
     procs: list[tuple[str, subprocess.Popen]] = []
     try:
         for (label, (world, hotfix)), port in zip(groups.items(), ports):
-            (folder / label).mkdir()
+            (folder / label).mkdir(parents=True)
             for rank in range(world):
                 log = open(folder / label / f"rank{rank}.log", "w")
                 with log:
@@ -72,11 +73,13 @@ def run_groups(groups: dict[str, tuple[int, bool]], folder: Path) -> dict[str, d
         while any(p.poll() is None for _, p in procs):
             failed = [(label, p) for label, p in procs if p.poll() not in (None, 0)]
             if failed or time.monotonic() > deadline:
-                label = failed[0][0] if failed else next(label for label, p in procs if p.poll() is None)
-                raise RuntimeError(f"{label}: {why(folder / label) if failed else f'no result in {TIMEOUT:.0f} s'}")
+                if not failed:
+                    label = next(label for label, p in procs if p.poll() is None)
+                    raise RuntimeError(f"{label}: no result in {TIMEOUT:.0f} s")
+                raise RuntimeError(f"{failed[0][0]}: {why(folder / failed[0][0])} ({exit_status(failed[0][1])})")
             time.sleep(0.2)
-        if failed := [label for label, p in procs if p.returncode != 0]:
-            raise RuntimeError(f"{failed[0]}: {why(folder / failed[0])}")
+        if failed := [(label, p) for label, p in procs if p.returncode != 0]:
+            raise RuntimeError(f"{failed[0][0]}: {why(folder / failed[0][0])} ({exit_status(failed[0][1])})")
         return {label: json.loads((folder / label / "out.json").read_text()) for label in groups}
     finally:
         for _, p in procs:
@@ -85,12 +88,19 @@ def run_groups(groups: dict[str, tuple[int, bool]], folder: Path) -> dict[str, d
             p.wait()
 
 
+def exit_status(proc: subprocess.Popen) -> str:
+    code = proc.returncode
+    return f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit {code}"
+
+
 def why(group: Path) -> str:
-    """The last line a failed rank printed (its exception)."""
+    """What a failed rank left: its exit status and the last exception line
+    it printed (torch may print warnings after the traceback)."""
     for log in sorted(group.glob("rank*.log")):
         lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
-        if lines and ("Error" in lines[-1] or "Exception" in lines[-1]):
-            return lines[-1][:300]
+        errors = [line for line in lines if re.search(r"(Error|Exception)\b", line)]
+        if errors:
+            return f"{log.stem}: {errors[-1][:300]}"
     return "a rank exited non-zero (no exception printed)"
 
 
@@ -132,9 +142,12 @@ def reproduce(world: str | None = None) -> ReproResult:
     groups = {"single": (1, False), "multi": (size, False), "single-fixed": (1, True), "multi-fixed": (size, True)}
     with tempfile.TemporaryDirectory(prefix="fixmono-aux-world-") as folder:
         try:
-            records = run_groups(groups, Path(folder))
-        except RuntimeError as err:
-            return ReproResult(Verdict.SKIPPED, f"{label}: cannot run the Trainer here ({err})")
+            records = run_groups(groups, Path(folder, "try1"))
+        except RuntimeError as first:
+            try:  # once more on fresh ports: another program may take a free port before rank 0 binds it
+                records = run_groups(groups, Path(folder, "try2"))
+            except RuntimeError as err:
+                return ReproResult(Verdict.SKIPPED, f"{label}: cannot run the Trainer here ({first}; again: {err})")
     before, after = compare(records["single"], records["multi"]), compare(records["single-fixed"], records["multi-fixed"])
     details = {"release": label, "model": records["single"]["family"], "hotfix": message, "unpatched": before,
                "patched": after}

@@ -69,7 +69,11 @@ def fake_ranks(tmp_path, monkeypatch):
     """A rank module that fails on rank 1 (or hangs on every rank, FIXMONO_TEST_HANG) and sleeps on rank 0."""
     (tmp_path / "fixmono_test_rank.py").write_text(
         "import os, time\n"
+        "import atexit, signal\n"
+        "if os.environ.get('RANK') == '1' and os.environ.get('FIXMONO_TEST_KILL'):\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"
         "if os.environ.get('RANK') == '1' and not os.environ.get('FIXMONO_TEST_HANG'):\n"
+        "    atexit.register(print, '[W1125 warning] ProcessGroup was not destroyed')  # as torch prints\n"
         "    raise ValueError('rank 1 broke')\n"
         "time.sleep(600)\n")
     monkeypatch.setenv("PYTHONPATH", f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
@@ -80,9 +84,16 @@ def fake_ranks(tmp_path, monkeypatch):
 def test_a_failing_rank_stops_the_group_at_once(fake_ranks, tmp_path):
     started = time.monotonic()
     (tmp_path / "run").mkdir()
-    with pytest.raises(RuntimeError, match=r"^g: ValueError: rank 1 broke$"):
+    with pytest.raises(RuntimeError, match=r"^g: rank1: ValueError: rank 1 broke \(exit 1\)$"):
         repro.run_groups({"g": (2, False)}, tmp_path / "run")
     assert time.monotonic() - started < 60 and ranks_left() == []
+
+
+def test_a_killed_rank_is_named_by_its_signal(fake_ranks, tmp_path, monkeypatch):
+    monkeypatch.setenv("FIXMONO_TEST_KILL", "1")
+    with pytest.raises(RuntimeError, match=r"^g: a rank exited non-zero \(no exception printed\) \(killed by SIGKILL\)$"):
+        repro.run_groups({"g": (2, False)}, tmp_path / "run")
+    assert ranks_left() == []
 
 
 def test_a_hanging_group_is_killed_at_the_timeout(fake_ranks, tmp_path, monkeypatch):
