@@ -183,7 +183,7 @@ def place(hunk: Hunk, lines: list[str], expected: int, python: bool = True):
     old, new = hunk.old, hunk.new
     found_old = [p for p in exact(old, lines) if confirmed(p, p + probe_row(hunk, "-"))]
     found_new = [p for p in exact(new, lines) if confirmed(p, p + probe_row(hunk, "+"))]
-    at = choose(hunk, found_old, found_new, expected, "its lines")
+    at = choose(hunk, found_old, found_new, expected, "its lines", (len(old), len(new)))
     if at is not None:
         return at if at == "present" else (at, at + len(old), new, added_rows(hunk))
     return place_normalised(hunk, lines, scopes, confirmed)
@@ -203,7 +203,7 @@ def probe_row(hunk: Hunk, side: str) -> int:
 def place_exactly(hunk: Hunk, lines: list[str], expected: int):
     """A file without scopes: the exact step alone; anything else is failed, never guessed."""
     old, new = hunk.old, hunk.new
-    at = choose(hunk, exact(old, lines), exact(new, lines), expected, "its lines")
+    at = choose(hunk, exact(old, lines), exact(new, lines), expected, "its lines", (len(old), len(new)))
     if at is not None:
         return at if at == "present" else (at, at + len(old), new, added_rows(hunk))
     if not any(t.strip() and t in lines for k, t in hunk.lines if k == "-") and any(k == "-" for k, _ in hunk.lines):
@@ -212,16 +212,19 @@ def place_exactly(hunk: Hunk, lines: list[str], expected: int):
                           "step runs outside Python files); refusing to guess")
 
 
-def choose(hunk: Hunk, found_old: list[int], found_new: list[int], expected: int | None, what: str):
+def choose(hunk: Hunk, found_old: list[int], found_new: list[int], expected: int | None, what: str,
+           sizes: tuple[int, int] | None = None):
     """From the places of the hunk's old and new lines: "present", the one place
     to apply at (the line the hunk names where it is one of them), or None when
     neither is there; TransformFailed when it cannot tell."""
     pure_addition = not any(k == "-" for k, _ in hunk.lines)
+    if sizes:  # new lines found inside a place of the old ones (lines removed at one end): not applied yet
+        found_new = [q for q in found_new if not any(p <= q and q + sizes[1] <= p + sizes[0] for p in found_old)]
     if found_new and (not found_old or pure_addition):  # context alone stays in the file once lines are added
         return "present"
-    if found_new:
+    if found_new and expected not in found_old:
         raise TransformFailed(f"{hunk.label}: both its old and its new lines are in the file; cannot tell whether "
-                              "it is applied")
+                              "it is applied")  # old lines at the line the hunk names: git apply applies there
     if found_old:
         return expected if expected in found_old else one(found_old, hunk, what)
     return None
@@ -283,7 +286,7 @@ def place_normalised(hunk: Hunk, lines: list[str], scopes: Scopes, confirmed):
                       if confirmed(targets[p][0], probe(core_old, targets, p))]
             at_new = [p for p in seq(core_new, targets, hunk, lines)
                       if confirmed(targets[p][0], probe(core_new, targets, p))]
-            p = choose(hunk, at_old, at_new, None, "its lines (as tokens)")
+            p = choose(hunk, at_old, at_new, None, "its lines (as tokens)", (len(core_old), len(core_new)))
             if p == "present":
                 return p
             if p is not None:

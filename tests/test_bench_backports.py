@@ -1,0 +1,157 @@
+"""tools/bench_backports.py on a tiny repository made here (offline): the pairs it
+selects from a release branch, and its verdicts for the port engine and `git apply`
+on the release branch and on two older releases (one where the context drifted,
+one where the function does not exist yet)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fixmono.testing import REPO_ROOT
+
+sys.path.insert(0, str(REPO_ROOT / "tools"))
+import bench_backports as bench  # noqa: E402
+
+HEAD = "import math\n\n\nclass Trainer:\n"
+INIT = """    def __init__(self, steps, factor=1.0):
+        self.steps = steps
+        self.factor = factor
+"""
+FIT = """
+    def fit(self, data):
+        total = 0
+        for item in data:
+            total += item
+        return total
+"""
+WARMUP = """
+    def warmup(self, epochs):
+        return [self.scale(e) for e in range(epochs)]
+"""
+SCALE_DOC = '''
+    def scale(self, value):
+        """Scale one value by the trainer's factor."""
+        if value is None:
+            return 0
+        return round(value * self.factor)
+'''
+VALIDATE = """
+    def validate(self, data):
+        return [self.scale(v) for v in data]
+"""
+V1_0 = HEAD + INIT + FIT + VALIDATE  # no scale(): the fix is not applicable
+V1_1_1 = HEAD + INIT + WARMUP + FIT + SCALE_DOC.replace('"""Scale one value by the trainer\'s factor."""',
+                                                     "# scale by the factor") + VALIDATE  # context drifted
+V1_2 = HEAD + INIT + FIT + SCALE_DOC + VALIDATE
+FIXED = V1_2.replace("return round(value * self.factor)", "return math.floor(value * self.factor + 0.5)")
+GUARDED = FIXED.replace("        total = 0\n", "        if not data:\n            return 0\n        total = 0\n")
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def commit(repo: Path, text: str, message: str, extra: dict | None = None) -> str:
+    (repo / "pkg" / "trainer.py").write_text(text)
+    for path, content in (extra or {}).items():
+        (repo / path).write_text(content)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", message)
+    return git(repo, "rev-parse", "HEAD")
+
+
+@pytest.fixture(scope="module")
+def upstream(tmp_path_factory) -> dict:
+    """main: 1.0.0, 1.1.0, 1.1.1 (drifted), 1.2.0, then three fixes; release/1.2 from 1.2.0
+    holds a `cherry-pick -x` of the first, a hand-made backport of the second (same subject,
+    one comment more) and a cherry-pick of the third, which also changes a README (not kept)."""
+    repo = tmp_path_factory.mktemp("upstream")
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "config", "user.email", "t@example.com")
+    git(repo, "config", "user.name", "T")
+    (repo / "pkg").mkdir()
+    sha = {}
+    for version, text in (("v1.0.0", V1_0), ("v1.1.0", V1_1_1.replace(WARMUP, "")), ("v1.1.1", V1_1_1),
+                          ("v1.2.0", V1_2)):
+        commit(repo, text, f"Release {version}")
+        git(repo, "tag", version)
+    git(repo, "branch", "release/1.2")
+    sha["scale"] = commit(repo, FIXED, "Fix scale rounding (#12)")
+    sha["guard"] = commit(repo, GUARDED, "Guard empty data in fit (#13)")
+    sha["docs"] = commit(repo, GUARDED.replace("class Trainer:\n", "class Trainer:\n    # documented\n"),
+                         "Document the trainer (#14)", {"README.md": "docs\n"})
+    git(repo, "checkout", "-q", "release/1.2")
+    git(repo, "cherry-pick", "-x", sha["scale"])
+    sha["scale pick"] = git(repo, "rev-parse", "HEAD")
+    sha["guard pick"] = commit(repo, GUARDED.replace("return 0\n        total", "return 0  # backported\n        total"),
+                               "Guard empty data in fit (#13)")
+    git(repo, "cherry-pick", "-x", sha["docs"])
+    git(repo, "checkout", "-q", "main")
+    bare = tmp_path_factory.mktemp("mirror") / "repo"
+    subprocess.run(["git", "clone", "-q", "--bare", str(repo), str(bare)], check=True)
+    return {"gitdir": str(bare), **sha}
+
+
+def test_pairs_selected(upstream):
+    pairs = bench.select_pairs(upstream["gitdir"])
+    assert [(p.main, p.pick, p.how, p.trivial, p.paths) for p in pairs] == [
+        (upstream["scale"], upstream["scale pick"], "cherry-pick -x", True, ("pkg/trainer.py",)),
+        (upstream["guard"], upstream["guard pick"], "subject", False, ("pkg/trainer.py",)),
+    ]  # the third touches README.md: not kept
+    assert all(p.branch == "release/1.2" for p in pairs)
+    assert pairs[0].parent == bench.git(upstream["gitdir"], "rev-parse", "v1.2.0").strip()
+    assert bench.older_releases(upstream["gitdir"], "release/1.2") == ["v1.0.0", "v1.1.1"]
+
+
+def test_release_branch_verdicts(upstream):
+    gitdir = upstream["gitdir"]
+    scale, guard = bench.select_pairs(gitdir)
+    rows = [bench.release_branch_rows(gitdir, pair, *bench.main_diff(gitdir, pair), verbose=False)
+            for pair in (scale, guard)]
+    assert rows[0][bench.ENGINE] == "identical" and rows[0]["git apply"] == "identical"
+    # the hand-made backport has one comment more: both wrote the main fix, which the backport is not
+    assert rows[1][bench.ENGINE] == "wrong explained" and rows[1]["git apply"] == "wrong explained"
+    assert [r["differs from git apply"] for r in rows] == [False, False]
+    assert [r["engine broken"] for r in rows] == [None, None]
+
+
+def test_older_release_verdicts(upstream):
+    gitdir = upstream["gitdir"]
+    scale = bench.select_pairs(gitdir)[0]
+    rows = {r["target"]: r for r in bench.older_rows(gitdir, scale, *bench.main_diff(gitdir, scale), verbose=False)}
+    assert rows["v1.0.0"][bench.ENGINE] == "not-applicable" and rows["v1.0.0"]["git apply"] == "failed"
+    assert rows["v1.0.0"]["removed lines present"] is False
+    # the docstring above the change is a comment there: git apply refuses, the engine places it by scope
+    assert rows["v1.1.1"][bench.ENGINE] == "clean" and rows["v1.1.1"]["git apply"] == "failed"
+    assert rows["v1.1.1"]["removed lines present"] is True
+
+
+def test_checks_find_broken_text(upstream):
+    """A line put into another method, a def added twice, a file that does not parse: each broken."""
+    gitdir = upstream["gitdir"]
+    scale = bench.select_pairs(gitdir)[0]
+    _, wanted = bench.main_diff(gitdir, scale)
+    files = {"pkg/trainer.py": V1_2}
+    fix = "        return math.floor(value * self.factor + 0.5)\n"
+    elsewhere = V1_2.replace("        return total\n", fix + "        return total\n")
+    twice = FIXED + SCALE_DOC.replace("class", "")
+    for text, why in ((FIXED, None), (elsewhere, "misplaced"), (twice, "twice"), (FIXED + "  )\n", "parse")):
+        found = bench.check(bench.Result("applied", {"pkg/trainer.py": text}), files, wanted)
+        assert (found is None) if why is None else (why in found), (why, found)
+
+
+def test_main_tables_and_json(upstream, tmp_path, capsys):
+    out = tmp_path / "rows.json"
+    assert bench.main([upstream["gitdir"], "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "| port engine | 1/2 (50%) | 0 | 1 | 0 | 0/1 |" in text
+    assert "**differs from git apply where git apply applies: 0**" in text
+    assert "Speed: the engine parsed and ported 2 diffs" in text
+    rows = json.loads(out.read_text())
+    assert [(r["setting"], r["target"], r[bench.ENGINE]) for r in rows if r["main"] == upstream["scale"]] == [
+        ("release", rows[0]["parent"], "identical"), ("older", "v1.0.0", "not-applicable"),
+        ("older", "v1.1.1", "clean")]

@@ -1,0 +1,534 @@
+#!/usr/bin/env python3
+"""The port engine on real upstream backports (issue 34, benchmark b).
+
+    .venv/bin/python tools/bench_backports.py GITDIR [GITDIR...] [--limit N] [--verbose] [--json FILE]
+
+GITDIR is a bare clone of an upstream repository. Its pairs (`select_pairs`,
+deterministic): a commit of a release branch (`release/2.5.x`, `release_v2.16`,
+`v1.3-release`, `r3.9`, `2.14`, ...; not on the main branch) that is a backport
+of a main-branch commit: its message says `(cherry picked from commit SHA)`
+with SHA reachable from main, or (repositories that do not use -x) its subject
+ends with a PR number ` (#1234)` and equals the subject of exactly one
+main-branch commit. Kept: main commits that only modify existing `.py` files
+(no added, deleted, renamed or binary files) that exist at the release too.
+A pair whose two patches are the same text (index lines and hunk line numbers
+ignored) is `trivial`; it is counted, and also reported apart.
+
+The main commit's `git format-patch` is given, side by side, to the port
+engine (`DiffTransform(path, hunks).rewrite(source)` per file, as
+`make_patch --diff` does) and to three text tools on the same files in a
+scratch folder: `git apply`, `git apply -C1`, `patch -p1 --fuzz=3`.
+
+1. Release branch, truth known: the files at the backport's parent, the truth
+   the files at the backport. Per tool:
+     identical  its text equals the backport's
+     wrong      it wrote other text; `explained` where that text is what the
+                main diff says (the engine's text equals `git apply`'s, or it
+                adds and removes exactly the main diff's lines): the backport
+                itself differs from the main fix (a conflict resolved by hand)
+     no         no text (failed, not-applicable, already-applied, refused)
+   And for the engine: where `git apply` applies, the engine's text must be
+   byte-identical to it (`differs from git apply`: must be 0).
+2. Older releases, no truth: the same diff onto the files at the last patch
+   release of each of the 1-3 minor versions before the release branch's.
+   A tool's text is `clean` when every changed file parses (ast), defines no
+   def/class twice in one body where the file did not, every added line lies
+   in the same def/class chain as in the main commit's post-image,
+   and pyflakes (when importable) reports no undefined name the file did not
+   have; else `broken`. Attempts where every removed line of the diff is in
+   the file (stripped) are counted apart: there the code is there to change.
+3. Speed: the engine alone, parsing and porting every diff of setting 1.
+
+Tables on stdout, progress on stderr; --verbose prints each engine `wrong`
+and `broken` case with a short diff; --json dumps one row per attempt.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import dataclasses
+import difflib
+import json
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from fixmono.engines.port import DiffTransform, norm  # noqa: E402
+from fixmono.model.errors import NotApplicable, TargetSyntaxError, TransformFailed, UserError  # noqa: E402
+from fixmono.model.patchfile import parse_patch  # noqa: E402
+
+try:
+    from pyflakes.api import check as pyflakes_check
+    from pyflakes.messages import UndefinedName
+    from pyflakes.reporter import Reporter
+except ImportError:  # the benchmark runs without it, one check fewer
+    pyflakes_check = None
+
+TOOLS = {"git apply": ["git", "apply"], "git apply -C1": ["git", "apply", "-C1"],
+         "patch --fuzz=3": ["patch", "-p1", "--fuzz=3", "--no-backup-if-mismatch", "-s", "-f"]}
+ENGINE = "port engine"
+ALL = (ENGINE, *TOOLS)
+# a release branch: an optional prefix, a version, optional release-ish suffixes
+RELEASE = re.compile(r"^(?:release[/_-]?v?|r|v)?(\d+)\.(\d+)(?:\.\d+)?(?:\.x|\.X)?"
+                     r"(?:[-_.](?:release|post\d*|patch|bis|good)\w*)*$")
+TAG = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:\.post(\d+))?$")
+CHERRY = re.compile(r"\(cherry picked from commit ([0-9a-f]{7,40})\)")
+PR_SUFFIX = re.compile(r" \(#\d+\)$")
+
+
+@dataclasses.dataclass(frozen=True)
+class Pair:
+    repo: str
+    branch: str
+    main: str  # the fix on the main branch
+    pick: str  # its backport on the release branch
+    parent: str  # the backport's parent: the release before the fix
+    paths: tuple[str, ...]
+    how: str  # "cherry-pick -x" | "subject"
+    trivial: bool  # both patches the same text
+
+
+def git(gitdir: str, *args: str) -> str:
+    return subprocess.run(["git", "--git-dir", gitdir, *args], capture_output=True, check=True,
+                          text=True, errors="surrogateescape").stdout
+
+
+def show(gitdir: str, rev: str, path: str) -> str | None:
+    """The file's text at `rev`, None where it is absent (or not UTF-8)."""
+    proc = subprocess.run(["git", "--git-dir", gitdir, "show", f"{rev}:{path}"], capture_output=True)
+    if proc.returncode:
+        return None
+    try:
+        return proc.stdout.decode()
+    except UnicodeDecodeError:
+        return None
+
+
+def repo_name(gitdir: str) -> str:
+    """owner/name from a mirror path like /work/.mirror/owner+name/repo, else the folder name."""
+    parts = [p for p in Path(gitdir).resolve().parts if "+" in p]
+    return parts[-1].replace("+", "/") if parts else Path(gitdir).resolve().name
+
+
+def version_of(name: str, pattern: re.Pattern) -> tuple[int, ...] | None:
+    match = pattern.match(name)
+    return tuple(int(g or 0) for g in match.groups()) if match else None
+
+
+def release_branches(gitdir: str, main: str) -> list[str]:
+    """Branches named like a release, oldest version first (ties by name)."""
+    names = git(gitdir, "for-each-ref", "--format=%(refname:short)", "refs/heads").split()
+    found = [n for n in names if n != main and version_of(n, RELEASE)]
+    return sorted(found, key=lambda n: (version_of(n, RELEASE), n))
+
+
+def main_branch(gitdir: str) -> str:
+    return git(gitdir, "symbolic-ref", "--short", "HEAD").strip()
+
+
+def touched(gitdir: str, sha: str) -> tuple[str, ...] | None:
+    """The files `sha` changes, where all are existing text `.py` files it modifies; else None."""
+    raw = git(gitdir, "diff-tree", "--no-commit-id", "-r", "-M", "--numstat", "--raw", sha).splitlines()
+    stats = [line for line in raw if line and not line.startswith(":")]
+    modes = [line for line in raw if line.startswith(":")]
+    if not modes or any(line.split()[4] != "M" for line in modes) or any(s.startswith("-\t-\t") for s in stats):
+        return None
+    paths = tuple(line.split("\t", 1)[1] for line in modes)
+    return paths if all(p.endswith(".py") for p in paths) else None
+
+
+def patch_text(gitdir: str, old: str, new: str, paths: tuple[str, ...]) -> str:
+    """The diff old..new of `paths`, index lines and hunk line numbers dropped (to compare two patches)."""
+    text = git(gitdir, "diff", old, new, "--", *paths)
+    return "\n".join("@@" if line.startswith("@@") else line
+                     for line in text.splitlines() if not line.startswith("index "))
+
+
+def select_pairs(gitdir: str) -> list[Pair]:
+    """Backports of main-branch commits on the release branches (see the docstring), in branch order."""
+    main = main_branch(gitdir)
+    on_main = set(git(gitdir, "rev-list", main).split())
+    subjects: dict[str, list[str]] = {}
+    for line in git(gitdir, "log", "--no-merges", "--format=%H %s", main).splitlines():
+        sha, _, subject = line.partition(" ")
+        subjects.setdefault(subject, []).append(sha)
+    pairs, seen = [], set()
+    for branch in release_branches(gitdir, main):
+        log = git(gitdir, "log", "--no-merges", "--reverse", "--format=%H%x1f%P%x1f%s%x1f%B%x1e", f"{main}..{branch}")
+        for record in filter(str.strip, log.split("\x1e")):
+            sha, parent, subject, body = record.strip("\n").split("\x1f", 3)
+            if sha in seen:
+                continue  # the same commit on two branches: once
+            seen.add(sha)
+            found, how = origin(gitdir, body, subject, on_main, subjects)
+            paths = touched(gitdir, found) if found else None
+            if not paths or any(show(gitdir, parent, p) is None for p in paths):
+                continue
+            trivial = patch_text(gitdir, f"{found}^", found, paths) == patch_text(gitdir, parent, sha, paths)
+            pairs.append(Pair(repo_name(gitdir), branch, found, sha, parent, paths, how, trivial))
+    return pairs
+
+
+def origin(gitdir: str, body: str, subject: str, on_main: set, subjects: dict) -> tuple[str | None, str]:
+    """The main-branch commit a release commit backports, and how it was found."""
+    for short in reversed(CHERRY.findall(body)):  # the last note is the newest pick
+        full = git_full(gitdir, short)
+        if full in on_main and len(git(gitdir, "rev-list", "--parents", "-n1", full).split()) == 2:
+            return full, "cherry-pick -x"
+    if PR_SUFFIX.search(subject) and len(subjects.get(subject, ())) == 1:
+        return subjects[subject][0], "subject"
+    return None, ""
+
+
+def git_full(gitdir: str, short: str) -> str | None:
+    proc = subprocess.run(["git", "--git-dir", gitdir, "rev-parse", "--verify", "-q", f"{short}^{{commit}}"],
+                          capture_output=True, text=True)
+    return proc.stdout.strip() or None
+
+
+def older_releases(gitdir: str, branch: str, count: int = 3) -> list[str]:
+    """The last patch release tag of each of the `count` minor versions before `branch`'s."""
+    version = version_of(branch, RELEASE)
+    best: dict[tuple[int, int], tuple] = {}
+    for tag in git(gitdir, "tag").split():
+        v = version_of(tag, TAG)
+        if v and v[:2] < version[:2] and (v[:2] not in best or v > best[v[:2]][0]):
+            best[v[:2]] = (v, tag)
+    return [best[minor][1] for minor in sorted(best)[-count:]]
+
+
+# --- porting -------------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class Result:
+    status: str  # applied | already-applied | not-applicable | failed
+    texts: dict[str, str] | None = None  # the files after it, where applied
+    message: str = ""
+
+
+def engine(patch: str, files: dict[str, str]) -> Result:
+    """The port engine on every file of the diff (one not-applicable file and one applied: failed)."""
+    try:
+        parsed = parse_patch(patch, "main.patch")
+    except UserError as err:
+        return Result("failed", message=str(err))
+    out, statuses, messages = {}, set(), []
+    for f in parsed.files:
+        try:
+            rewrite = DiffTransform(f.path, f.hunks).rewrite(files[f.path])
+        except NotApplicable as err:
+            statuses.add("not-applicable")
+            messages.append(f"{f.path}: not-applicable: {err}")
+            continue
+        except (TransformFailed, TargetSyntaxError) as err:
+            return Result("failed", message=f"{f.path}: {err}")
+        out[f.path] = rewrite.source
+        statuses.add("applied" if rewrite.changed else "already-applied")
+    if statuses == {"not-applicable"}:
+        return Result("not-applicable", message="; ".join(messages))
+    if "not-applicable" in statuses:
+        return Result("failed", message="half the diff applies: " + "; ".join(messages))
+    if "applied" not in statuses:
+        return Result("already-applied")
+    return Result("applied", {**files, **out})
+
+
+def text_tool(command: list[str], patch: str, files: dict[str, str]) -> Result:
+    """A text tool in a scratch folder holding `files`: applied, or failed where it refuses."""
+    with tempfile.TemporaryDirectory() as tmp:
+        for path, text in files.items():
+            (Path(tmp) / path).parent.mkdir(parents=True, exist_ok=True)
+            (Path(tmp) / path).write_text(text)
+        proc = subprocess.run(command, cwd=tmp, input=patch.encode(), capture_output=True)
+        if proc.returncode:
+            return Result("failed", message=(proc.stdout + proc.stderr).decode(errors="replace").strip()[:300])
+        return Result("applied", {path: (Path(tmp) / path).read_text() for path in files})
+
+
+def port_all(patch: str, files: dict[str, str]) -> dict[str, Result]:
+    return {ENGINE: engine(patch, files), **{t: text_tool(c, patch, files) for t, c in TOOLS.items()}}
+
+
+# --- checks --------------------------------------------------------------------------------------
+
+def chains(source: str) -> list[tuple[int, int, str]]:
+    tree = ast.parse(source)
+    return sorted((n.lineno, n.end_lineno, n.name) for n in ast.walk(tree)
+                  if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)))
+
+
+def added_lines(before: str, after: str) -> list[tuple[str, tuple[str, ...]]]:
+    """The lines `after` adds to `before` (code only, as tokens), each with its def/class chain in `after`."""
+    old, new = before.splitlines(), after.splitlines()
+    spans = chains(after)
+    out = []
+    matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
+    for tag, _, _, j1, j2 in matcher.get_opcodes():
+        if tag in ("insert", "replace"):
+            for j in range(j1, j2):
+                if norm(new[j]):
+                    out.append((norm(new[j]), tuple(name for s, e, name in spans if s <= j + 1 <= e)))
+    return out
+
+
+def misplaced(before: str, after: str, wanted: list[tuple[str, tuple]]) -> str | None:
+    """Where an added line lies in another def/class chain than in the main commit (None: none does)."""
+    where: dict[str, set] = {}
+    for text, chain in wanted:
+        where.setdefault(text, set()).add(chain)
+    for text, chain in added_lines(before, after):
+        if text in where and chain not in where[text]:  # a line the diff does not add: difflib's choice, not judged
+            return f"`{text}` in {'.'.join(chain) or '<module>'}, the main commit has it in " \
+                   f"{' / '.join('.'.join(c) or '<module>' for c in sorted(where[text]))}"
+    return None
+
+
+def duplicates(source: str) -> set[tuple]:
+    """Defs/classes defined twice in one body (a hunk adding a def the target already has in another form)."""
+    out = set()
+    for node in ast.walk(ast.parse(source)):
+        body = getattr(node, "body", None)
+        names = [n.name for n in (body if isinstance(body, list) else []) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                                               ast.ClassDef))
+                 and not any(isinstance(d, ast.Attribute) or getattr(d, "id", "") == "overload"
+                             for d in n.decorator_list)]  # @x.setter, @overload: the same name on purpose
+        out |= {(getattr(node, "name", "<module>"), name) for name in names if names.count(name) > 1}
+    return out
+
+
+def undefined(source: str) -> set[str]:
+    """The names pyflakes reports undefined."""
+    class Quiet(Reporter):
+        def __init__(self):
+            self.names = set()
+
+        def flake(self, message):
+            if isinstance(message, UndefinedName):
+                self.names.add(message.message_args[0])
+
+        def unexpectedError(self, *args):
+            pass
+
+        def syntaxError(self, *args):
+            pass
+
+    reporter = Quiet()
+    pyflakes_check(source, "file.py", reporter)
+    return reporter.names
+
+
+def check(result: Result, files: dict[str, str], wanted: dict[str, list]) -> str | None:
+    """Why a tool's text is broken (None: clean): it does not parse, defines a def/class twice, a line is
+    misplaced, a new undefined name."""
+    for path, text in result.texts.items():
+        if text == files[path]:
+            continue
+        try:
+            ast.parse(text)
+        except (SyntaxError, ValueError) as err:
+            return f"{path}: does not parse (line {getattr(err, 'lineno', '?')}: {getattr(err, 'msg', err)})"
+        if new := duplicates(text) - duplicates(files[path]):
+            return f"{path}: defines {', '.join(f'{c}.{n}' for c, n in sorted(new))} twice"
+        if (why := misplaced(files[path], text, wanted[path])) is not None:
+            return f"{path}: misplaced: {why}"
+        if pyflakes_check and (new := undefined(text) - undefined(files[path])):
+            return f"{path}: new undefined name(s) {', '.join(sorted(new))}"
+    return None
+
+
+def short_diff(a: dict[str, str], b: dict[str, str], limit: int = 30) -> str:
+    lines = []
+    for path in a:
+        lines += difflib.unified_diff(a[path].splitlines(), b[path].splitlines(), f"a/{path}", f"b/{path}",
+                                      n=1, lineterm="")
+    return "\n".join(lines[:limit] + ([f"... ({len(lines) - limit} more lines)"] if len(lines) > limit else []))
+
+
+# --- the settings --------------------------------------------------------------------------------
+
+def main_diff(gitdir: str, pair: Pair) -> tuple[str, dict[str, list]]:
+    """The main commit as a `git format-patch` mail, and its added lines per file (for the scope check)."""
+    patch = git(gitdir, "format-patch", "-1", "--stdout", pair.main)
+    wanted = {}
+    for path in pair.paths:
+        before, after = show(gitdir, f"{pair.main}^", path), show(gitdir, pair.main, path)
+        try:
+            wanted[path] = added_lines(before or "", after or "")
+        except (SyntaxError, ValueError):
+            wanted[path] = []  # the main commit's own file does not parse: nothing to compare scopes with
+    return patch, wanted
+
+
+def explained(result: Result, files: dict[str, str], patch: str, applied: Result) -> bool:
+    """A wrong text is what the main diff says: git apply's text, or exactly the diff's added and removed lines."""
+    if applied.status == "applied":
+        return result.texts == applied.texts
+    parsed = parse_patch(patch, "main.patch")
+    for f in parsed.files:
+        want = Counter((k, norm(t)) for h in f.hunks for k, t in h.lines if k != " " and norm(t))
+        have = Counter()
+        for line in difflib.unified_diff(files[f.path].splitlines(), result.texts[f.path].splitlines(),
+                                         lineterm="", n=0):
+            if line[:1] in "+-" and not line.startswith(("+++", "---")) and norm(line[1:]):
+                have[(line[0], norm(line[1:]))] += 1
+        if have != want:
+            return False
+    return True
+
+
+def release_branch_rows(gitdir: str, pair: Pair, patch: str, wanted: dict, verbose: bool) -> dict:
+    """Setting 1: the main diff onto the backport's parent, against the backport."""
+    files = {p: show(gitdir, pair.parent, p) for p in pair.paths}
+    truth = {p: show(gitdir, pair.pick, p) for p in pair.paths}
+    results = port_all(patch, files)
+    row = {"setting": "release", **dataclasses.asdict(pair), "target": pair.parent}
+    for tool, result in results.items():
+        if result.status != "applied":
+            verdict = "no"
+        elif result.texts == truth:
+            verdict = "identical"
+        else:
+            verdict = "wrong explained" if explained(result, files, patch, results["git apply"]) else "wrong"
+        row[tool] = verdict
+    eng, plain = results[ENGINE], results["git apply"]
+    row["engine status"], row["engine message"] = eng.status, eng.message
+    row["engine broken"] = check(eng, files, wanted) if eng.status == "applied" else None
+    row["differs from git apply"] = plain.status == "applied" and eng.status == "applied" and eng.texts != plain.texts
+    row["git apply applied, engine no"] = plain.status == "applied" and eng.status != "applied"
+    if verbose and (row[ENGINE] == "wrong" or row["engine broken"] or row["differs from git apply"]):
+        print(f"\n#### {pair.repo} {pair.branch} {pair.main[:10]} -> {pair.pick[:10]} ({', '.join(pair.paths)}): "
+              f"engine {row[ENGINE]}; {row['engine broken'] or ''}\nengine vs backport:\n"
+              f"{short_diff(truth, eng.texts)}")
+        if row["differs from git apply"]:
+            print(f"git apply vs engine:\n{short_diff(plain.texts, eng.texts)}")
+    return row
+
+
+def older_rows(gitdir: str, pair: Pair, patch: str, wanted: dict, verbose: bool) -> list[dict]:
+    """Setting 2: the main diff onto the 1-3 minor releases before the branch's, checked without truth."""
+    parsed = parse_patch(patch, "main.patch")
+    removed = {f.path: {t.strip() for h in f.hunks for k, t in h.lines if k == "-" and t.strip()}
+               for f in parsed.files}
+    rows = []
+    for tag in older_releases(gitdir, pair.branch):
+        files = {p: show(gitdir, tag, p) for p in pair.paths}
+        row = {"setting": "older", **dataclasses.asdict(pair), "target": tag}
+        if any(t is None for t in files.values()):
+            row["missing file"] = True
+            rows.append(row)
+            continue
+        row["removed lines present"] = all(removed[p] <= {line.strip() for line in files[p].splitlines()}
+                                           for p in removed)
+        for tool, result in port_all(patch, files).items():
+            why = check(result, files, wanted) if result.status == "applied" else None
+            row[tool] = "broken" if why else "clean" if result.status == "applied" else result.status
+            row[f"{tool} why"] = why or result.message
+            if verbose and tool == ENGINE and why:
+                print(f"\n#### {pair.repo} {pair.main[:10]} @ {tag} ({', '.join(pair.paths)}): engine broken: {why}\n"
+                      f"{short_diff(files, result.texts)}")
+        rows.append(row)
+    return rows
+
+
+def speed(inputs: list[tuple[str, dict]]) -> float:
+    """Seconds the engine takes to parse and port every diff (setting 1's files, in memory)."""
+    start = time.perf_counter()
+    for patch, files in inputs:
+        engine(patch, files)
+    return time.perf_counter() - start
+
+
+# --- tables --------------------------------------------------------------------------------------
+
+def release_table(rows: list[dict], title: str) -> str:
+    n = len(rows)
+    trivial = [r for r in rows if r["trivial"]]
+    out = [f"#### {title}: release branch, {n} backports ({len(trivial)} with the same patch text)\n",
+           "| tool | identical | wrong | wrong, explained by the backport | no | identical among the non-trivial |",
+           "|---|---|---|---|---|---|"]
+    for tool in ALL:
+        c = Counter(r[tool] for r in rows)
+        hard = [r for r in rows if not r["trivial"]]
+        out.append(f"| {tool} | {c['identical']}/{n} ({100 * c['identical'] / max(n, 1):.0f}%) | {c['wrong']} | "
+                   f"{c['wrong explained']} | {c['no']} | "
+                   f"{sum(r[tool] == 'identical' for r in hard)}/{len(hard)} |")
+    eng = Counter(r["engine status"] for r in rows)
+    out.append(f"\nengine: {', '.join(f'{k} {v}' for k, v in sorted(eng.items()))}; its text broken (parse/scope/"
+               f"pyflakes) {sum(bool(r['engine broken']) for r in rows)}; **differs from git apply where git apply "
+               f"applies: {sum(r['differs from git apply'] for r in rows)}**; git apply applies and the engine "
+               f"gives no text: {sum(r['git apply applied, engine no'] for r in rows)}\n")
+    return "\n".join(out)
+
+
+def older_table(rows: list[dict], title: str) -> str:
+    tried = [r for r in rows if not r.get("missing file")]
+    present = [r for r in tried if r["removed lines present"]]
+    n = len(tried)
+    out = [f"#### {title}: older releases, {n} attempts ({len(rows) - n} with a file missing, not tried; "
+           f"{len(present)} with every removed line there)\n",
+           "| tool | clean | broken (parse/scope/pyflakes) | no: not-applicable | no: failed | no: already-applied "
+           "| clean where every removed line is there |",
+           "|---|---|---|---|---|---|---|"]
+    for tool in ALL:
+        c = Counter(r[tool] for r in tried)
+        out.append(f"| {tool} | {c['clean']}/{n} ({100 * c['clean'] / max(n, 1):.0f}%) | {c['broken']} | "
+                   f"{c['not-applicable']} | {c['failed']} | {c['already-applied']} | "
+                   f"{sum(r[tool] == 'clean' for r in present)}/{len(present)} |")
+    return "\n".join(out) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("gitdirs", nargs="+", metavar="GITDIR", help="a bare clone of an upstream repository")
+    p.add_argument("--limit", type=int, help="at most N pairs per repository (the first in branch order)")
+    p.add_argument("--verbose", action="store_true", help="print each engine wrong/broken case with a diff")
+    p.add_argument("--json", metavar="FILE", help="write one row per attempt here")
+    p.add_argument("--no-older", action="store_true", help="setting 1 and the speed only")
+    args = p.parse_args(argv)
+    if pyflakes_check is None:
+        print("note: pyflakes is not importable: the older-release check runs without its undefined-name test",
+              file=sys.stderr)
+    release, older, inputs = [], [], []
+    for gitdir in args.gitdirs:
+        pairs = select_pairs(gitdir)[:args.limit]
+        print(f"{repo_name(gitdir)}: {len(pairs)} pairs", file=sys.stderr, flush=True)
+        for n, pair in enumerate(pairs, 1):
+            patch, wanted = main_diff(gitdir, pair)
+            row = release_branch_rows(gitdir, pair, patch, wanted, args.verbose)
+            release.append(row)
+            inputs.append((patch, {p: show(gitdir, pair.parent, p) for p in pair.paths}))
+            if not args.no_older:
+                older += older_rows(gitdir, pair, patch, wanted, args.verbose)
+            print(f"  {n}/{len(pairs)} {pair.branch} {pair.main[:10]}: " + ", ".join(f"{t} {row[t]}" for t in ALL)
+                  + (f" ({row['engine message'][:120]})" if row["engine message"] else ""), file=sys.stderr, flush=True)
+    seconds = speed(inputs)
+    repos = list(dict.fromkeys(r["repo"] for r in release))
+    print(f"### Upstream backports: {len(release)} pairs in {len(repos)} repositories"
+          + ("" if pyflakes_check else " (pyflakes not importable: no undefined-name check)") + "\n")
+    print("| repository | pairs | by cherry-pick -x | by subject | same patch text |\n|---|---|---|---|---|")
+    for repo in repos:
+        mine = [r for r in release if r["repo"] == repo]
+        print(f"| {repo} | {len(mine)} | {sum(r['how'] == 'cherry-pick -x' for r in mine)} | "
+              f"{sum(r['how'] == 'subject' for r in mine)} | {sum(r['trivial'] for r in mine)} |")
+    print()
+    for repo in repos:
+        print(release_table([r for r in release if r["repo"] == repo], repo))
+    print(release_table(release, "All repositories"))
+    if not args.no_older:
+        for repo in repos:
+            print(older_table([r for r in older if r["repo"] == repo], repo))
+        print(older_table(older, "All repositories"))
+    print(f"Speed: the engine parsed and ported {len(inputs)} diffs (release-branch setting) in {seconds:.1f} s")
+    if args.json:
+        Path(args.json).write_text(json.dumps(release + older, indent=1, default=list))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
