@@ -28,6 +28,6 @@ setup(
     package_dir={"fixmono": "tools/fixmono", "fixmono.fixes": "fixes"},
     packages=find_packages("tools", include=["fixmono", "fixmono.*"])
     + ["fixmono.fixes"] + [f"fixmono.fixes.{p}" for p in find_packages("fixes", exclude=["*.fixtures"])],
-    package_data={"": ["README.md", "fixtures/*"]},  # each fix folder's README and fixtures
+    package_data={"": ["README.md", "fix.patch", "fixtures/*"]},  # each fix folder's README, diff and fixtures
     cmdclass={"build_py": BuildWithoutTests},
 )

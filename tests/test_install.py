@@ -37,7 +37,8 @@ def test_the_wheel_holds_fixmono_only_with_every_fix_and_no_tests(wheel):
     assert not [n for n in names if Path(n).name.startswith("test_") and "/fixtures/" not in n]
     for fix in discover():
         folder = fix.package.replace(".", "/")
-        for part in ("fix.py", "__init__.py", "README.md"):
+        diff = ("fix.patch",) if (fix.folder / "fix.patch").is_file() else ()  # an imported fix is its diff
+        for part in ("fix.py", "__init__.py", "README.md", *diff):
             assert f"{folder}/{part}" in names, (fix.id, part)
         if fix.reproduce:
             assert f"{folder}/repro.py" in names, fix.id

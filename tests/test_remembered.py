@@ -19,7 +19,7 @@ ERRORS = (NotApplicable, TargetSyntaxError, TransformFailed)
 INPUTS = [(f"{fix.id}: case {case.name}", change_for(fix, case), case.before) for fix in discover()
           for case in fix.cases] + \
          [(f"{fix.id}: fixture of {change.path}", change, fix.fixture_text(change)) for fix, change in fixture_changes()]
-PYTHON = [item for item in INPUTS if item[1].transform.engine == "python"]
+PYTHON = [item for item in INPUTS if isinstance(item[1].transform, engine.PythonTransform)]  # libcst's, remembered
 
 
 def outcome(change, text):

@@ -32,7 +32,7 @@ def fix_module(test_tags = {}, test_deps = [], repro_tags = [], deps = [], data 
     native.py_library(
         name = "lib",
         srcs = native.glob(["*.py"], exclude = ["test_*.py"]),
-        data = native.glob(["README.md"]) + fixture_files + data,
+        data = native.glob(["README.md", "fix.patch"]) + fixture_files + data,
         deps = ["//tools:fixmono", "//fixes:init"] + deps,
         visibility = ["//visibility:public"],
     )

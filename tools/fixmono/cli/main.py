@@ -6,6 +6,7 @@ subcommand per tool (the repository's tools/* launchers run the same mains).
     fixmono patch-wheel WHEEL SERIES_DIR [--out DIR] | --verify OUTPUT
     fixmono patch-env [--python PATH] FIX...|--all [--check] | --undo [FIX...]
     fixmono drift [--fix ID] [--versions PROJECT=V1,V2] | --git CHECKOUT --fix ID
+    fixmono import PATCH... | --series DIR | --from URL | --from-commit CHECKOUT@REV
     fixmono compare-weights A B
 """
 from __future__ import annotations
@@ -21,6 +22,7 @@ COMMANDS = {  # subcommand -> (module, what it does)
     "patch-wheel": ("fixmono.cli.patch_wheel", "carry a series' Python fixes into a built wheel, or --verify one"),
     "patch-env": ("fixmono.cli.patch_env", "apply fixes to an environment's installed files in place, or --undo"),
     "drift": ("fixmono.cli.drift", "the fixes over published versions, or one fix over git history"),
+    "import": ("fixmono.cli.import_patch", "make fix folders of the patch files a team carries (ported by syntax)"),
     "compare-weights": ("fixmono.cli.compare_weights", "two safetensors checkpoints, tensor by tensor"),
 }
 

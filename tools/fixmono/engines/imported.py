@@ -23,11 +23,13 @@ from pathlib import Path
 from fixmono.engines.port import DEF, DiffTransform, diff_fix, header_name
 from fixmono.model.errors import FixDeclarationError, NotApplicable, TargetSyntaxError, TransformFailed, UserError
 from fixmono.model.fix import Case, Fix, Fixture, ValidationNote
-from fixmono.model.patchfile import FileDiff, Hunk, read_patch
+from fixmono.model.patchfile import FileDiff, Hunk, PatchFile, read_patch
 
 PATCH = "fix.patch"
 CLAUSE = re.compile(r"(elif\b|else\s*:|except\b|finally\s*:)")
 OPENERS, CLOSERS = "([{", ")]}"
+QUOTES = ('"""', "'''")
+STRING_OPENERS = tuple(f"_ = {q}" for q in QUOTES)
 OPENING = {")": "_fragment(", "]": "[", "}": "{"}  # a call's parenthesis holds keyword arguments too
 
 
@@ -37,10 +39,13 @@ def declare(fix_py: str, id: str, upstream: str, **fields) -> Fix:
     reproduce, references ...): they replace what the diff gives."""
     folder = Path(fix_py).parent
     try:
-        patch = read_patch(folder / PATCH)
-        fix = diff_fix(patch, upstream, id)
+        return diff_fix_of(read_patch(folder / PATCH), id, upstream, **fields)
     except UserError as err:
         raise FixDeclarationError(f"{folder.name}/{PATCH}: {err}") from None
+
+
+def diff_fix_of(patch: PatchFile, id: str, upstream: str, **fields) -> Fix:
+    fix = diff_fix(patch, upstream, id)
     frames = {f.path: Frames(f) for f in patch.files}
     changes = tuple(dataclasses.replace(c, fixture=Fixture(source=frames[c.path].before)) for c in fix.changes)
     return dataclasses.replace(fix, changes=changes, cases=DiffCases(frames),
@@ -124,12 +129,20 @@ def stand_alone(hunk: Hunk) -> tuple[tuple[str, str, str], tuple[str, str, str]]
     """The hunk's old and new lines framed so that both parse as module code
     and the engine finds the hunk's scope: (head, old, tail), (head, new,
     tail); None when no frame does."""
-    old, new = hunk.old, hunk.new
-    for lines in (old, new):
-        for head, tail in frames(lines, hunk):
-            head, tail = "".join(head), "".join(tail)
-            if parses(head + "".join(old) + tail) and parses(head + "".join(new) + tail):
-                return (head, "".join(old), tail), (head, "".join(new), tail)
+    old, new = "".join(hunk.old), "".join(hunk.new)
+    code_before = False
+    for in_string in (False, True):  # inside a docstring only where its old lines are not code
+        for lines in (hunk.old, hunk.new):
+            for head, tail in frames(lines, hunk):
+                if bool(head and head[-1].lstrip().startswith(STRING_OPENERS)) != in_string:
+                    continue
+                head, tail = "".join(head), "".join(tail)
+                if parses(head + old + tail):
+                    code_before = code_before or not in_string
+                    if parses(head + new + tail):
+                        return (head, old, tail), (head, new, tail)
+        if code_before:
+            return None  # its old lines are code, its new ones are not (a string would hide anything)
     return None
 
 
@@ -146,7 +159,7 @@ def frames(lines: list[str], hunk: Hunk):
     for each string the fragment may start inside (none, a docstring), each
     statement its unopened brackets may belong to, and each way to end it."""
     eol = next((line[len(line.rstrip("\r\n")):] for line in lines if line.endswith("\n")), "\n")
-    for quote in (None, '"""', "'''"):
+    for quote in (None, *QUOTES):
         closed, left_open, depths, closing, end_quote = brackets(lines, quote)
         statements = [(indent(line), line.strip()) for line, depth in zip(lines, depths)
                       if depth == 0 and line.strip() and not line.strip().startswith("#")]

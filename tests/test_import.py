@@ -1,0 +1,198 @@
+"""`fixmono import`: a patch file becomes a fix folder that discovery, the
+inline cases, the catalogue, validate and make_patch take with no other edit;
+every way in (files, an mbox, a quilt series, a commit range, a URL served by
+a real nginx on 127.0.0.1) and every bad input (one line, exit 2, nothing
+written). The upstream-shaped module is our own text."""
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fixmono.model.projects import PROJECTS
+from fixmono.testing import git, make_repo, nginx
+from tests.helpers import copy_tree
+
+PATH = "src/transformers/fixmono_example.py"
+MARKER = PROJECTS["transformers"].markers[0]  # what make_patch knows a transformers checkout by
+BEFORE = '''"""Our own module, shaped like a transformers one."""
+import math
+
+
+class Scheduler:
+    def __init__(self, warmup, total):
+        self.warmup = warmup
+        self.total = total
+
+    def factor(self, step):
+        if step < self.warmup:
+            return step / self.warmup
+        progress = (step - self.warmup) / (self.total - self.warmup)
+        return 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+def clip(value, low, high):
+    return max(low, min(value, high))
+'''
+FIXED = BEFORE.replace("            return step / self.warmup\n",
+                       "            return step / max(1, self.warmup)\n").replace(
+    "        progress = (step - self.warmup) / (self.total - self.warmup)\n",
+    "        progress = (step - self.warmup) / max(1, self.total - self.warmup)\n")
+CLIPPED = FIXED.replace("    return max(low, min(value, high))\n",
+                        "    if low > high:\n        raise ValueError(f\"low {low} > high {high}\")\n"
+                        "    return max(low, min(value, high))\n")
+
+
+def digests(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file() and "__pycache__" not in p.parts}
+
+
+def run(root: Path, *argv: str, stdin: bytes | None = None, **extra_env) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": f"{root / 'tools'}{os.pathsep}{root}", "PYTHONDONTWRITEBYTECODE": "1",
+           **extra_env}
+    env.pop("XML_OUTPUT_FILE", None)  # an inner pytest must not overwrite Bazel's report
+    return subprocess.run([sys.executable, *argv], cwd=root, env=env, capture_output=True, input=stdin,
+                          timeout=600)
+
+
+@pytest.fixture(scope="module")
+def upstream(tmp_path_factory) -> Path:
+    """A git repository: the module, then two fix commits."""
+    repo = make_repo(tmp_path_factory.mktemp("up") / "repo", {PATH: BEFORE, MARKER: ""})
+    for text, subject in ((FIXED, "Scheduler: no division by zero without warmup"),
+                          (CLIPPED, "clip: refuse low > high")):
+        (repo / PATH).write_text(text)
+        git(repo, "commit", "-q", "-am", f"{subject}\n\n(cherry picked from commit {'ab' * 20})")
+    return repo
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory) -> Path:
+    return copy_tree(tmp_path_factory.mktemp("tree") / "repo")
+
+
+def patch_of(repo: Path, rev: str) -> bytes:
+    return git(repo, "format-patch", "-1", "--stdout", rev).encode()
+
+
+def test_an_imported_fix_is_tested_by_the_catalogue_with_no_other_edit(upstream, tree):
+    before = digests(tree)
+    (tree.parent / "scheduler.patch").write_bytes(patch_of(upstream, "HEAD~1"))
+    made = run(tree, "-m", "fixmono", "import", str(tree.parent / "scheduler.patch"), "--json")
+    assert made.returncode == 0, made.stderr
+    (record,) = json.loads(made.stdout)["imported"]
+    folder = Path(record["folder"])
+    assert record == {"folder": "fixes/transformers/scheduler_no_division_by_zero_without",
+                      "fix": "transformers-scheduler-no-division-by-zero-without", "files": 1, "hunks": 1}
+    changed = {k for k in before.keys() | digests(tree).keys() if before.get(k) != digests(tree).get(k)}
+    assert changed == {str(folder / n) for n in ("fix.patch", "fix.py", "README.md", "BUILD.bazel", "__init__.py")}
+    assert (tree / folder / "fix.patch").read_bytes() == (tree.parent / "scheduler.patch").read_bytes()
+    assert len((tree / folder / "fix.py").read_text().splitlines()) < 12
+    # what CI runs on every fix: its cases, the catalogue tree, validate, the registry
+    tests = run(tree, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tools/fix_cases_test.py",
+                "tests/test_catalogue.py", "tests/test_validate.py", "tests/test_registry.py",
+                "-k", "scheduler or transformers or every_fix", FIX_PACKAGE="")
+    assert tests.returncode == 0, tests.stdout.decode()[-3000:]
+    assert b"scheduler" in run(tree, "-m", "pytest", "-q", "--co", "tools/fix_cases_test.py").stdout
+    # make_patch takes it by id, on a checkout of the upstream before the fix: what git apply gives
+    unfixed = make_repo(tree.parent / "unfixed", {PATH: BEFORE, MARKER: ""})
+    out = run(tree, "-m", "fixmono.cli.make_patch", record["fix"], "--upstream", str(unfixed),
+              "--check", "--json")
+    assert json.loads(out.stdout)["runs"][0]["results"][0]["status"] == "applied", out.stdout
+    on_fixed = run(tree, "-m", "fixmono.cli.make_patch", record["fix"], "--upstream", str(upstream),
+                   "--check", "--json")
+    assert json.loads(on_fixed.stdout)["runs"][0]["results"][0]["status"] == "already-applied"
+
+
+def test_every_way_in_gives_one_folder_per_patch(upstream, tree, tmp_path):
+    both = git(upstream, "format-patch", "--stdout", "HEAD~2..HEAD").encode()
+    (tmp_path / "both.mbox").write_bytes(both)
+    quilt = tmp_path / "quilt"
+    quilt.mkdir()
+    (quilt / "a.patch").write_bytes(patch_of(upstream, "HEAD~1"))
+    (quilt / "b.patch").write_bytes(patch_of(upstream, "HEAD"))
+    (quilt / "series").write_text("# ours\na.patch -p1\n\nb.patch\n")
+    with nginx(tmp_path) as (base, _log):
+        ways = {"mbox": [str(tmp_path / "both.mbox")], "series": ["--series", str(quilt)],
+                "commits": ["--from-commit", f"{upstream}@HEAD~2..HEAD"],
+                "url": ["--from", f"{base}/quilt/b.patch"], "stdin": ["-"]}
+        for way, args in ways.items():
+            into = tmp_path / way
+            (into / "fixes").mkdir(parents=True)
+            (into / "fixes" / "__init__.py").write_text("")
+            made = run(tree, "-m", "fixmono", "import", *args, "--into", str(into), "--json",
+                       stdin=patch_of(upstream, "HEAD") if way == "stdin" else None)
+            assert made.returncode == 0, (way, made.stderr)
+            folders = sorted(r["folder"] for r in json.loads(made.stdout)["imported"])
+            assert folders == sorted(f"fixes/transformers/{n}" for n in {
+                "mbox": ("scheduler_no_division_by_zero_without", "clip_refuse_low_high"),
+                "series": ("scheduler_no_division_by_zero_without", "clip_refuse_low_high"),
+                "commits": ("scheduler_no_division_by_zero_without", "clip_refuse_low_high"),
+                "url": ("clip_refuse_low_high",), "stdin": ("clip_refuse_low_high",)}[way]), way
+            for folder in folders:
+                assert "(cherry picked from commit" in (into / folder / "fix.patch").read_text()
+                assert f"{'ab' * 20}" in (into / folder / "README.md").read_text().split("origin: ")[1]
+
+
+BAD = {
+    "not a diff": (b"hello\n", "not a unified diff"),
+    "binary": (b"diff --git a/src/transformers/x.bin b/src/transformers/x.bin\nindex 1..2 100644\n"
+               b"GIT binary patch\nliteral 1\nIcmZo*00001\n\n", "binary"),
+    "climbs out": (b"--- a/../x.py\n+++ b/../x.py\n@@ -1 +1 @@\n-a\n+b\n", "climbs out"),
+    "no project": (b"--- a/lib/x.py\n+++ b/lib/x.py\n@@ -1 +1 @@\n-a = 1\n+a = 2\n", "not all in one known"),
+    "not UTF-8": (b"--- a/src/transformers/x.py\n+++ b/src/transformers/x.py\n@@ -1 +1 @@\n-a = '\xff'\n+a = 2\n",
+                  "not UTF-8"),
+}
+
+
+@pytest.mark.parametrize("name", BAD)
+def test_bad_patches_are_one_line_and_nothing_is_written(tree, tmp_path, name):
+    data, message = BAD[name]
+    (tmp_path / "bad.patch").write_bytes(data)
+    before = digests(tree)
+    made = run(tree, "-m", "fixmono", "import", str(tmp_path / "bad.patch"))
+    err = made.stderr.decode()
+    assert made.returncode == 2 and message in err and len(err.strip().splitlines()) == 1, err
+    assert digests(tree) == before
+
+
+def test_bad_arguments_are_one_line_and_nothing_is_written(upstream, tree, tmp_path):
+    good = tmp_path / "good.patch"
+    good.write_bytes(patch_of(upstream, "HEAD"))
+    both = tmp_path / "both.mbox"
+    both.write_bytes(git(upstream, "format-patch", "--stdout", "HEAD~2..HEAD").encode())
+    existing = sorted(p.name for p in (tree / "fixes" / "transformers").iterdir() if p.is_dir())[0]
+    cases = {
+        "nothing given": ([], "give PATCH files"),
+        "a folder that is there": ([str(good), "--name", existing], "already there"),
+        "--name for two patches": ([str(both), "--name", "x"], "names one folder"),
+        "--name not snake_case": ([str(good), "--name", "Bad-Name"], "snake_case"),
+        "not a checkout": ([str(good), "--into", str(tmp_path)], "not a fixmono checkout"),
+        "a file URL": (["--from", f"file://{good}"], "http:// or https://"),
+        "an unreachable URL": (["--from", "http://127.0.0.1:9/x.patch"], "--from http://127.0.0.1:9/x.patch"),
+        "a revision that is not there": (["--from-commit", f"{upstream}@nosuchrev"], "--from-commit"),
+        "no @": (["--from-commit", str(upstream)], "CHECKOUT@REV"),
+        "a series outside its folder": (["--series", str(tmp_path / "q")], "series"),
+    }
+    (tmp_path / "q").mkdir()
+    (tmp_path / "q" / "series").write_text("../good.patch\n")
+    before = digests(tree)
+    for case, (args, message) in cases.items():
+        made = run(tree, "-m", "fixmono", "import", *args)
+        err = made.stderr.decode()
+        assert made.returncode == 2 and message in err and len(err.strip().splitlines()) == 1, (case, err)
+    assert digests(tree) == before
+
+
+def test_a_diff_whose_result_does_not_parse_writes_nothing(tree, tmp_path):
+    """Its own post-image cannot be Python: refused before any file is written."""
+    hunk = "@@ -1,3 +1,3 @@\n a = 1\n-b = 2\n+b = (3\n c = 4\n"
+    (tmp_path / "broken.patch").write_text(f"--- a/{PATH}\n+++ b/{PATH}\n{hunk}")
+    before = digests(tree)
+    made = run(tree, "-m", "fixmono", "import", str(tmp_path / "broken.patch"))
+    assert made.returncode == 2 and b"nothing was written" in made.stderr, made.stderr
+    assert digests(tree) == before

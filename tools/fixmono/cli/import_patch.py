@@ -1,0 +1,288 @@
+"""`fixmono import`: the patches a team already carries, each made a fix folder.
+
+    fixmono import PATCH... | --series DIR | --from URL | --from-commit CHECKOUT@REV
+                   [--upstream PROJECT] [--name NAME] [--into ROOT] [--json]
+
+Per patch (a `git format-patch` mail, a plain `diff -u`, or an mbox of
+several mails): fixes/<project>/<name>/ under ROOT (the current folder by
+default: a fixmono checkout) holding the diff as fix.patch, a fix.py that
+declares it in a few lines (fixmono.engines.imported.declare), a README
+skeleton with the fields to fill, BUILD.bazel (`fix_module()`) and
+__init__.py. Discovery, the catalogue tests, make_patch and the wheel pick
+it up with no other edit. Before anything is written each patch's cases are
+run (the diff's pre-image must take it, its post-image must say
+already-applied); any problem is one line and exit 2 with nothing written.
+Folders appear whole: each is written beside its place and renamed in.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from fixmono.apply.contract import apply_change
+from fixmono.cli.early import exit_quietly
+from fixmono.cli.guard import ArgumentParser, run_command
+from fixmono.engines.imported import PATCH, diff_fix_of
+from fixmono.engines.port import project_of, slug
+from fixmono.model.errors import FixDeclarationError, UserError, one_line
+from fixmono.model.patchfile import PatchFile, parse_patch
+from fixmono.model.projects import PROJECTS
+from fixmono.sources.git import clean_env, run_git
+from fixmono.sources.index import Deadline, read_capped
+
+PATCH_LIMIT = 16 << 20  # bytes of one --from answer
+MAIL = re.compile(rb"^From [0-9a-f]{40} ", re.M)  # where `git format-patch --stdout` starts each mail
+GITHUB = re.compile(r"^https://github\.com/[\w.-]+/[\w.-]+/(commit|pull)/\w+/?$")
+
+
+@dataclass(frozen=True)
+class Imported:
+    folder: Path  # relative to the root
+    fix_id: str
+    files: int
+    hunks: int
+
+
+def parse_args(argv: list[str]):
+    p = ArgumentParser(prog="fixmono import", description="make fix folders of patch files")
+    p.add_argument("patches", nargs="*", metavar="PATCH", help="patch files ('-': stdin); an mbox of several mails "
+                                                               "gives a fix per mail")
+    p.add_argument("--series", metavar="DIR", help="a quilt folder: the patches its `series` file lists, in order")
+    p.add_argument("--from", dest="url", metavar="URL", help="a patch over HTTP(S) (a GitHub commit or pull "
+                                                              "request page URL gets its .patch)")
+    p.add_argument("--from-commit", metavar="CHECKOUT@REV", help="a commit (or A..B range) of a git checkout")
+    p.add_argument("--upstream", choices=sorted(PROJECTS), help="the project (default: from the patch's paths)")
+    p.add_argument("--name", help="the folder name (one patch only; default: from its subject)")
+    p.add_argument("--into", default=".", metavar="ROOT", help="the fixmono checkout to write into (default: .)")
+    p.add_argument("--json", action="store_true")
+    args = p.parse_args(argv)
+    if not (args.patches or args.series or args.url or args.from_commit):
+        raise UserError("give PATCH files, --series DIR, --from URL or --from-commit CHECKOUT@REV")
+    if args.name is not None and not re.fullmatch(r"[a-z][a-z0-9_]*", args.name):
+        raise UserError(f"--name {args.name!r}: a folder name in snake_case (a-z, 0-9, _)")
+    if not (Path(args.into) / "fixes" / "__init__.py").is_file():
+        raise UserError(f"{args.into}: not a fixmono checkout (no fixes/__init__.py); give --into ROOT")
+    return args
+
+
+def sources(args) -> list[tuple[str, bytes]]:
+    """(name, bytes) of every patch the arguments name, in order."""
+    found = []
+    if args.patches.count("-") > 1:
+        raise UserError("- (stdin) can be given once")
+    for name in args.patches:
+        found.append((name, sys.stdin.buffer.read() if name == "-" else read_file(Path(name))))
+    if args.series:
+        found += quilt(Path(args.series))
+    if args.url:
+        found.append((args.url, download(args.url)))
+    if args.from_commit:
+        found.append((args.from_commit, commit_patches(args.from_commit)))
+    out = []
+    for name, data in found:
+        mails = split_mails(data)
+        out += [(f"{name}#{n}" if len(mails) > 1 else name, mail) for n, mail in enumerate(mails, 1)]
+    return out
+
+
+def read_file(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as err:
+        raise UserError(f"{path}: {err.strerror or one_line(err)}") from None
+
+
+def split_mails(data: bytes) -> list[bytes]:
+    """An mbox of `git format-patch --stdout` mails, one patch each; anything else is one patch."""
+    starts = [m.start() for m in MAIL.finditer(data)]
+    if len(starts) < 2:
+        return [data]
+    return [data[a:b] for a, b in zip(starts, starts[1:] + [len(data)])]
+
+
+def quilt(folder: Path) -> list[tuple[str, bytes]]:
+    """The patches of a quilt series file, in order (`name [-pN]` per line, # comments)."""
+    series = folder / "series"
+    names = [line.split("#", 1)[0].split() for line in read_file(series).decode("utf-8", "replace").splitlines()]
+    names = [words[0] for words in names if words]
+    if not names:
+        raise UserError(f"{series}: lists no patches")
+    for name in names:
+        if Path(name).is_absolute() or ".." in Path(name).parts:
+            raise UserError(f"{series}: {name!r} is outside the folder")
+    return [(str(folder / name), read_file(folder / name)) for name in names]
+
+
+def download(url: str) -> bytes:
+    """A patch over HTTP(S); a GitHub commit or pull request page URL is asked for its .patch."""
+    if urllib.parse.urlsplit(url).scheme not in ("http", "https"):
+        raise UserError(f"--from {url}: an http:// or https:// URL")
+    if GITHUB.match(url):
+        url = url.rstrip("/") + ".patch"
+    deadline = Deadline()
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url), timeout=deadline.timeout()) as answer:
+            return read_capped(answer, PATCH_LIMIT, deadline)
+    except (OSError, ValueError) as err:  # URLError, HTTPError, timeouts, a too long answer
+        raise UserError(f"--from {url}: {one_line(err)}") from None
+
+
+def commit_patches(spec: str) -> bytes:
+    """`git format-patch` of CHECKOUT@REV (one commit, or a range A..B)."""
+    checkout, at, rev = spec.rpartition("@")
+    if not at or not checkout or not rev or rev.startswith("-"):
+        raise UserError(f"--from-commit {spec!r}: give CHECKOUT@REV (a commit, or a range A..B)")
+    if not Path(checkout).is_dir():
+        raise UserError(f"--from-commit: {checkout}: no such folder")
+    what = [rev] if ".." in rev else ["-1", rev]
+    proc = run_git(Path(checkout), "format-patch", "--stdout", "--no-signature", *what, "--",
+                   env=clean_env(GIT_LITERAL_PATHSPECS="0"), binary=True)
+    if proc.returncode or not proc.stdout.strip():
+        raise UserError(f"--from-commit {spec}: {one_line(proc.stderr) or 'no commits in that range'}")
+    return proc.stdout
+
+
+def folder_name(patch: PatchFile, given: str | None) -> str:
+    if given:
+        return given
+    return "_".join(slug(patch).removeprefix("diff-").split("-")[:6])
+
+
+def taken_ids(root: Path) -> set[str]:
+    """The fix ids the checkout's fix.py files declare (read as text: nothing is imported)."""
+    return {m for p in (root / "fixes").glob("*/*/fix.py")
+            for m in re.findall(r'\bid\s*=\s*"([a-z0-9-]+)"', p.read_text(encoding="utf-8", errors="replace"))}
+
+
+def problems(fix) -> list[str]:
+    """What the new fix's own cases say (the tests CI runs on it)."""
+    found = []
+    for case in fix.cases:
+        change = next(c for c in fix.changes if c.path == case.path)
+        outcome = apply_change(change, case.before)
+        if outcome.status.value != case.expect or (case.after is not None and outcome.new_text != case.after):
+            found.append(f"{case.name}: {outcome.status.value}: {outcome.detail}")
+    return found
+
+
+def plan(args) -> list[tuple[Path, dict[str, str | bytes], Imported]]:
+    """Every folder to write, checked before any is."""
+    root, ids, out = Path(args.into), taken_ids(Path(args.into)), []
+    read = sources(args)
+    if args.name and len(read) > 1:
+        raise UserError(f"--name names one folder; these are {len(read)} patches")
+    for name, data in read:
+        try:
+            patch = parse_patch(decode(name, data), name)
+        except UserError as err:
+            raise UserError(one_line(err)) from None
+        project = args.upstream or project_of(patch)
+        folder = Path("fixes") / project.replace("-", "_") / folder_name(patch, args.name)
+        fix_id = f"{project}-{folder.name.replace('_', '-')}"
+        if (root / folder).exists() or any(folder == f for f, _, _ in out):
+            raise UserError(f"{folder}: already there (give another --name); nothing was written")
+        if fix_id in ids:
+            raise UserError(f"{fix_id}: a fix of the catalogue has that id (give another --name); nothing was written")
+        ids.add(fix_id)
+        try:
+            fix = diff_fix_of(patch, fix_id, project)
+            found = problems(fix)
+        except FixDeclarationError as err:
+            found = [str(err)]
+        if found:
+            raise UserError(f"{name}: {found[0]}; nothing was written")
+        files = {PATCH: data, "fix.py": fix_py(patch, fix_id, project, name), "README.md": readme(patch, fix),
+                 "BUILD.bazel": BUILD, "__init__.py": ""}
+        out.append((folder, files, Imported(folder, fix_id, len(fix.changes), sum(c.sites for c in fix.changes))))
+    return out
+
+
+def decode(name: str, data: bytes) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise UserError(f"{name}: not UTF-8 text (byte {err.start}); nothing was written") from None
+
+
+def write(root: Path, folder: Path, files: dict[str, str | bytes]) -> None:
+    """The folder written beside its place, then renamed in (whole or not at all)."""
+    target = root / folder
+    staging = target.with_name(f".{target.name}.import-{os.getpid()}")
+    try:
+        staging.mkdir(parents=True)
+        for name, content in files.items():
+            (staging / name).write_bytes(content if isinstance(content, bytes) else content.encode())
+        staging.rename(target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+BUILD = 'load("//tools:defs.bzl", "fix_module")\n\nfix_module()\n'
+
+
+def fix_py(patch: PatchFile, fix_id: str, project: str, source: str) -> str:
+    title = (patch.subject or Path(source).name).replace('"""', "'''")
+    return f'''"""{title}
+
+Imported by `fixmono import` from {Path(source).name if "://" not in source else source}: fix.patch is the
+fix, ported by syntax to each release; its fixture, cases and check are made
+from the diff (fixmono.engines.imported).
+"""
+from fixmono.engines.imported import declare
+
+FIX = declare(__file__, id="{fix_id}", upstream="{project}")
+'''
+
+
+def readme(patch: PatchFile, fix) -> str:
+    files = "".join(f"- `{c.path}`: {c.sites} hunk(s)\n" for c in fix.changes)
+    origin = patch.origin or "(fill in: the upstream commit or pull request)"
+    return f"""# {fix.title}
+
+Fix id: `{fix.id}` · imported with `fixmono import` · origin: {origin}
+
+## Symptom
+(fill in: what a user sees, on which backends and releases)
+
+## Mechanism
+(fill in)
+
+## The fix
+`fix.patch`, ported by the port engine to each release (`tools/make_patch {fix.id} --upstream ...`):
+{files}
+## Upstream status
+(fill in: the issue, the pull request, the first release that has it)
+
+## Versions
+`tools/drift --fix {fix.id}` gives the status on every published release.
+"""
+
+
+def work(args):
+    root = Path(args.into)
+    planned = plan(args)
+    for folder, files, _ in planned:
+        write(root, folder, files)
+    return {"imported": [{"folder": str(m.folder), "fix": m.fix_id, "files": m.files, "hunks": m.hunks}
+                         for _, _, m in planned]}, 0
+
+
+def render(made: dict, args) -> str:
+    lines = [f"{m['folder']}/: {m['fix']} ({m['files']} file(s), {m['hunks']} hunk(s)); its cases pass"
+             for m in made["imported"]]
+    lines.append("next: fill in each README.md; patches/: tools/make_patch --all --upstream default --out patches")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_command("fixmono import", argv, parse_args, work, render)
+
+
+if __name__ == "__main__":
+    exit_quietly(main())
