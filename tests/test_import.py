@@ -88,16 +88,25 @@ def test_an_imported_fix_is_tested_by_the_catalogue_with_no_other_edit(upstream,
     folder = Path(record["folder"])
     assert record == {"folder": "fixes/transformers/scheduler_no_division_by_zero_without",
                       "fix": "transformers-scheduler-no-division-by-zero-without", "files": 1, "hunks": 1}
-    changed = {k for k in before.keys() | digests(tree).keys() if before.get(k) != digests(tree).get(k)}
+    after = digests(tree)
+    changed = {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
     assert changed == {str(folder / n) for n in ("fix.patch", "fix.py", "README.md", "BUILD.bazel", "__init__.py")}
     assert (tree / folder / "fix.patch").read_bytes() == (tree.parent / "scheduler.patch").read_bytes()
     assert len((tree / folder / "fix.py").read_text().splitlines()) < 12
     # what CI runs on every fix: its cases, the catalogue tree, validate, the registry
+    # a second one on a file a hand-written fix of the catalogue changes too (our own lines in it)
+    trainer = ("--- a/src/transformers/trainer.py\n+++ b/src/transformers/trainer.py\n"
+               "@@ -10,4 +10,4 @@ def fixmono_example_helper(steps):\n"
+               "     total = 0\n     for step in range(steps):\n-        total += step\n+        total += max(step, 0)\n"
+               "     return total\n")
+    (tree.parent / "trainer.patch").write_text(trainer)
+    assert run(tree, "-m", "fixmono", "import", str(tree.parent / "trainer.patch"), "--name", "helper").returncode == 0
     tests = run(tree, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tools/fix_cases_test.py",
                 "tests/test_catalogue.py", "tests/test_validate.py", "tests/test_registry.py",
                 "-k", "scheduler or transformers or every_fix", FIX_PACKAGE="")
     assert tests.returncode == 0, tests.stdout.decode()[-3000:]
-    assert b"scheduler" in run(tree, "-m", "pytest", "-q", "--co", "tools/fix_cases_test.py").stdout
+    listed = run(tree, "-m", "pytest", "-q", "--co", "tools/fix_cases_test.py").stdout
+    assert b"scheduler" in listed and b"transformers-helper" in listed
     # make_patch takes it by id, on a checkout of the upstream before the fix: what git apply gives
     unfixed = make_repo(tree.parent / "unfixed", {PATH: BEFORE, MARKER: ""})
     out = run(tree, "-m", "fixmono.cli.make_patch", record["fix"], "--upstream", str(unfixed),

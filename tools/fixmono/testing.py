@@ -184,6 +184,8 @@ def catalogue_tree(project: str) -> dict[str, str]:
     for path, pairs in by_path.items():
         # several fixes on one file: the first of their fixtures on which every one of them applies
         texts = [fix.fixture_text(change) for fix, change in pairs]
+        if path.endswith(".py"):  # else their fixtures one after the other (an imported fix's stands alone)
+            texts.append("\n\n".join(texts))
         usable = [t for t in texts if all(apply_change(c, t).status is Status.APPLIED for _, c in pairs)]
         if not usable:
             raise AssertionError(f"{path}: no fixture of {[f.id for f, _ in pairs]} lets all of them apply")
