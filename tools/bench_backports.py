@@ -33,7 +33,8 @@ scratch folder: `git apply`, `git apply -C1`, `patch -p1 --fuzz=3`.
    release of each of the 1-3 minor versions before the release branch's.
    A tool's text is `clean` when every changed file parses (ast), defines no
    def/class twice in one body where the file did not, every added line lies
-   in the same def/class chain as in the main commit's post-image,
+   in the same def/class chain as in the main commit's post-image (where the
+   file has those defs/classes: a method renamed since is not judged),
    and pyflakes (when importable) reports no undefined name the file did not
    have; else `broken`. Attempts where every removed line of the diff is in
    the file (stripped) are counted apart: there the code is there to change.
@@ -280,8 +281,10 @@ def added_lines(before: str, after: str) -> list[tuple[str, tuple[str, ...]]]:
 def misplaced(before: str, after: str, wanted: list[tuple[str, tuple]]) -> str | None:
     """Where an added line lies in another def/class chain than in the main commit (None: none does)."""
     where: dict[str, set] = {}
+    names = {name for _, _, name in chains(before)}
     for text, chain in wanted:
-        where.setdefault(text, set()).add(chain)
+        if all(name in names for name in chain):  # a def/class this release lacks (renamed since): not judged
+            where.setdefault(text, set()).add(chain)
     for text, chain in added_lines(before, after):
         if text in where and chain not in where[text]:  # a line the diff does not add: difflib's choice, not judged
             return f"`{text}` in {'.'.join(chain) or '<module>'}, the main commit has it in " \
