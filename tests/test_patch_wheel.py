@@ -81,6 +81,52 @@ def test_transformers_series_strips_src_for_the_wheel(tmp_path):
     assert f"transformers-{transformers.__version__}+ours1-" in new.name
 
 
+TF_PATH = "transformers/fixmono_example.py"
+TF_TEXT = """import math
+
+
+class Scheduler:
+    def factor(self, step):
+        if step < self.warmup:
+            return step / self.warmup
+        return 1.0
+"""
+TF_DIFF = """From: A User <user@example.com>
+Subject: [PATCH] Scheduler: no division by zero
+
+--- a/src/transformers/fixmono_example.py
++++ b/src/transformers/fixmono_example.py
+@@ -4,4 +4,4 @@ class Scheduler:
+     def factor(self, step):
+         if step < self.warmup:
+-            return step / self.warmup
++            return step / max(1, self.warmup)
+         return 1.0
+"""
+
+
+def test_a_diff_is_ported_onto_a_wheel_whose_lines_moved(tmp_path):
+    """--diff: the user's patch (made where the method starts at line 4) ported
+    onto a release where a method above moved it; `git apply` of the same bytes
+    would need the exact line, the port engine finds it by its class."""
+    moved = TF_TEXT.replace("class Scheduler:\n", "class Scheduler:\n    def reset(self):\n        self.step = 0\n\n")
+    wheel = build_wheel(tmp_path, "transformers", "9.1.0", {"transformers/__init__.py": "", TF_PATH: moved})
+    (tmp_path / "fix.patch").write_text(TF_DIFF)
+    proc = run(wheel, "--diff", tmp_path / "fix.patch", "--out", tmp_path / "out")
+    assert proc.returncode == 0, proc.stderr
+    assert "verified: diff-scheduler-no-division-by-zero: transformers/fixmono_example.py has the fix" in proc.stdout
+    (new,) = (tmp_path / "out").iterdir()
+    check_record(new)
+    with zipfile.ZipFile(new) as zf:
+        assert zf.read(TF_PATH).decode() == moved.replace("step / self.warmup", "step / max(1, self.warmup)")
+    # a diff whose code is not in the wheel: one line, no wheel
+    other = build_wheel(tmp_path / "o", "transformers", "9.0.0", {"transformers/__init__.py": "",
+                                                                    TF_PATH: "x = 1\n"})
+    proc = run(other, "--diff", tmp_path / "fix.patch", "--out", tmp_path / "out2")
+    assert proc.returncode == 2 and "fix.patch does not apply to transformers-9.0.0" in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "out2").exists()
+
+
 def series_dir(path: Path, text: str, patches: dict[str, str] = {}) -> Path:
     path.mkdir()
     (path / "series").write_text(text)

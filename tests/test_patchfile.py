@@ -70,6 +70,29 @@ def test_a_plain_diff_u_and_several_files(tmp_path):
             for c in fix.changes] == [Status.APPLIED, Status.APPLIED]
 
 
+@pytest.mark.parametrize("header, fields", [
+    ("From: A U Thor <a@example.org>\nSubject: [PATCH 2/3] Fix the offset\nDate: Fri, 2 Oct 2026 10:00:00 +0000\n\n"
+     "Body line.\n---\n", ("A U Thor <a@example.org>", "Fix the offset", "2026-10-02", None, "Body line.")),
+    ("Description: Fix the offset\n f added one too few.\nAuthor: A U Thor <a@example.org>\n"
+     "Origin: upstream, https://github.com/o/r/pull/12\nLast-Update: 2026-10-03\n---\n",  # DEP-3, as Debian writes
+     ("A U Thor <a@example.org>", "Fix the offset", "2026-10-03", "upstream, https://github.com/o/r/pull/12",
+      "f added one too few.")),
+    ("Index: m.py\n===================================================================\n", (None, None, None, None, "")),
+])
+def test_header_lines_before_a_plain_diff(tmp_path, header, fields):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "a" / "m.py").write_text(BEFORE)
+    (tmp_path / "b" / "m.py").write_text(AFTER)
+    diff = subprocess.run(["diff", "-u", "a/m.py", "b/m.py"], cwd=tmp_path, capture_output=True, text=True).stdout
+    patch = parse_patch(header + diff, "x.patch")
+    assert (patch.author, patch.subject, patch.date, patch.origin, patch.body) == fields
+    assert [f.path for f in patch.files] == ["m.py"]
+    origin = diff_fix(patch, "pytorch", "mine").dep3.origin  # DEP-3's own Origin kept; else "other, ..."
+    assert origin == ("upstream, https://github.com/o/r/pull/12" if "DEP" in header or "Description" in header
+                      else "other")
+
+
 @pytest.mark.parametrize("before, after", [
     (BEFORE.rstrip("\n"), AFTER.rstrip("\n")),  # no newline at the end, on both sides
     (BEFORE, AFTER.rstrip("\n")),  # the fix drops the last line end

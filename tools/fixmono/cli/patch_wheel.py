@@ -1,4 +1,4 @@
-"""`tools/patch_wheel WHEEL SERIES_DIR [--out DIR] [--suffix fixmono] [--expect-sha256 HEX]`
+"""`tools/patch_wheel WHEEL SERIES_DIR|--diff FILE... [--out DIR] [--suffix fixmono] [--expect-sha256 HEX]`
 and `tools/patch_wheel --verify OUTPUT`: exit 0 when the new wheel is written
 and verified (or the output wheel checks out), 2 on bad input (one line)."""
 from __future__ import annotations
@@ -17,6 +17,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p = ArgumentParser(prog="patch_wheel", description="apply a series' Python-only fixes to a built wheel")
     p.add_argument("wheel", type=Path, help="the wheel to patch (with --verify: a wheel patch_wheel wrote)")
     p.add_argument("series", type=Path, nargs="?", help="the folder make_patch wrote the series to")
+    p.add_argument("--diff", action="append", default=[], type=Path, metavar="FILE",
+                   help="a patch file to port onto the wheel's files instead of a series (repeatable, in order)")
     p.add_argument("--out", type=Path, default=Path("."), help="where the new wheel goes (default: here)")
     p.add_argument("--suffix", default="fixmono", help="local version label (default: fixmono)")
     p.add_argument("--expect-sha256", metavar="HEX", help="refuse the input wheel unless its sha256 is this")
@@ -24,10 +26,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="check a wheel patch_wheel wrote: RECORD, its provenance, each recorded fix's presence")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     args = p.parse_args(argv)
-    if args.verify and (args.series or args.expect_sha256):
+    if args.verify and (args.series or args.expect_sha256 or args.diff):
         raise UserError("--verify takes only the wheel to check")
-    if not args.verify and args.series is None:
-        raise UserError("the following arguments are required: series")
+    if args.series is not None and args.diff:
+        raise UserError("give a series folder or --diff files, not both")
+    if not args.verify and args.series is None and not args.diff:
+        raise UserError("the following arguments are required: series (or --diff FILE)")
     if args.expect_sha256 is not None and not re.fullmatch(r"[0-9a-fA-F]{64}", args.expect_sha256):
         raise UserError(f"--expect-sha256 {args.expect_sha256!r} is not a sha256 (64 hex digits)")
     return args
@@ -38,7 +42,7 @@ def work(args: argparse.Namespace) -> tuple[dict, int]:
         if args.verify:
             origin, lines = check_patched(args.wheel)
             return {"wheel": str(args.wheel), "provenance": origin, "verified": lines}, 0
-        result = patch_wheel(args.wheel, args.series, args.out, args.suffix, args.expect_sha256)
+        result = patch_wheel(args.wheel, args.series, args.out, args.suffix, args.expect_sha256, args.diff)
     except OSError as err:  # an unreadable wheel, --out gone mid-run: bad input, not a bug
         raise os_error_as_user_error(err) from None
     return {"wheel": str(result.wheel), "fixes": result.fixes, "verified": result.verified}, 0

@@ -497,7 +497,8 @@ def diff_fix(patch: PatchFile, upstream: str, fix_id: str | None = None) -> Fix:
                         "(new, deleted and renamed files are not); nothing was written")
     title = patch.subject or f"Apply {Path(patch.name).name}"
     return Fix(id=fix_id or slug(patch), title=title, upstream=upstream, description=patch.body,
-               dep3=Dep3(origin=f"other, {patch.origin}" if patch.origin else "other",
+               dep3=Dep3(origin=patch.origin if re.match(r"(upstream|backport|vendor|other)\b", patch.origin or "")
+                         else f"other, {patch.origin}" if patch.origin else "other",
                          last_update=patch.date or "2000-01-01"),
                backends=("rocm", "cuda", "cpu"),
                changes=tuple(FileChange(f.path, DiffTransform(f.path, f.hunks), sites=len(f.hunks))

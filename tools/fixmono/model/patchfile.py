@@ -141,21 +141,36 @@ def hunk_of(hunk) -> Hunk:
     return Hunk(tuple((k, t) for k, t in lines), hunk.source_start, hunk.section_header.strip())
 
 
+DIFF_START = re.compile(r"(?m)^(?:diff |--- |Index: )")
+HEADER_LINE = re.compile(r"^[A-Za-z][A-Za-z0-9-]*: ")
+
+
 def mail_header(text: str) -> dict:
-    """Author, date, subject, body and origin of a `git format-patch` mail (empty for a plain diff)."""
-    head, _, _ = text.partition("\ndiff --git ")
-    if not head.startswith("From "):
+    """Author, date, subject, body and origin of a `git format-patch` mail, or of
+    a patch that starts with mail or DEP-3 header lines (`From:`/`Author:`,
+    `Subject:`/`Description:`, `Date:`/`Last-Update:`, `Origin:`); empty for a plain diff."""
+    start = DIFF_START.search(text)
+    head = text[:start.start()] if start else text
+    if head.startswith("From "):
+        head = head.split("\n", 1)[1] if "\n" in head else ""
+    elif not HEADER_LINE.match(head):
         return {}
-    message = email.parser.Parser().parsestr(head.split("\n", 1)[1] if head.startswith("From ") else head)
-    subject = SUBJECT_TAG.sub("", " ".join((message.get("Subject") or "").split())) or None
+    message = email.parser.Parser().parsestr(head)
+    described = (message.get("Description") or "").strip().split("\n", 1)
+    subject = SUBJECT_TAG.sub("", " ".join((message.get("Subject") or described[0]).split())) or None
     date = None
     if message.get("Date"):
         try:
             date = email.utils.parsedate_to_datetime(message["Date"]).strftime("%Y-%m-%d")
         except (TypeError, ValueError):
             date = None
+    elif re.fullmatch(r"\d{4}-\d{2}-\d{2}", (message.get("Last-Update") or "").strip()):
+        date = message["Last-Update"].strip()
     body = message.get_payload() if isinstance(message.get_payload(), str) else ""
     body = re.split(r"(?m)^---$", body, maxsplit=1)[0].strip()  # the diffstat and the diff follow the '---'
+    body = body or (described[1].strip() if len(described) > 1 else "")
     cherry, pull = CHERRY.search(body), PULL.search(body)
-    origin = pull.group(0) if pull else f"commit {cherry.group(1)}" if cherry else None
-    return {"author": message.get("From"), "date": date, "subject": subject, "body": body, "origin": origin}
+    origin = pull.group(0) if pull else f"commit {cherry.group(1)}" if cherry else \
+        (message.get("Origin") or "").strip() or None
+    return {"author": message.get("From") or message.get("Author"), "date": date, "subject": subject,
+            "body": body, "origin": origin}

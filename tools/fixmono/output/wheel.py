@@ -2,7 +2,8 @@
 
 Verify the wheel first (sources/verify.py: RECORD, names, sizes, and its
 sha256 when one is expected), unpack it, `git apply` the series' patches (Python files only: a fix
-that transforms compiled sources is refused by name), give the distribution a
+that transforms compiled sources is refused by name) or port --diff files onto its files (the
+port engine, as make_patch --diff does), give the distribution a
 local version suffix (2.20.2 -> 2.20.2+fixmono), rewrite RECORD with the new
 hashes and the provenance (fixmono.json in the dist-info: the input wheel's
 sha256, each fix with its patch's sha256, the tool version), repack, then
@@ -29,10 +30,12 @@ from pathlib import Path, PurePosixPath
 from packaging.version import InvalidVersion, Version
 
 import fixmono
-from fixmono.apply.contract import apply_change
+from fixmono.apply.contract import apply_change, apply_fix
+from fixmono.engines.port import diff_fixes
 from fixmono.model.errors import UserError
 from fixmono.model.fix import Fix
 from fixmono.model.outcome import Status
+from fixmono.model.patchfile import read_patch
 from fixmono.model.projects import by_dist
 from fixmono.model.registry import discover
 from fixmono.model.shapes import parsed
@@ -117,8 +120,27 @@ def provenance(verified: VerifiedWheel, fixes: list[tuple[Path, Fix]], expected:
                       for patch, fix in fixes]}
 
 
-def patch_wheel(wheel: Path, series: Path, out_dir: Path, suffix: str = "fixmono",
-                expect_sha256: str | None = None) -> Result:
+def diff_series(diffs: list[Path]) -> list[tuple[Path, Fix]]:
+    """--diff FILE...: each patch file a fix of its own, ported onto the wheel's files."""
+    fixes = diff_fixes([read_patch(path) for path in diffs])
+    return list(zip(diffs, fixes))
+
+
+def port_into(root: Path, wheel_root: str, fix: Fix, patch: Path, wheel: str) -> None:
+    """A diff fix ported onto the unpacked wheel's files by the port engine, as make_patch does."""
+    def read(path: str) -> bytes | None:
+        target = root / path.removeprefix(wheel_root)
+        return target.read_bytes() if target.is_file() else None
+
+    outcome = apply_fix(fix, read)
+    if outcome.status is not Status.APPLIED:
+        raise UserError(f"{patch.name} does not apply to {wheel}: {outcome.status.value}: {outcome.detail}")
+    for path, text in outcome.new_files.items():
+        (root / path.removeprefix(wheel_root)).write_text(text, encoding="utf-8")
+
+
+def patch_wheel(wheel: Path, series: Path | None, out_dir: Path, suffix: str = "fixmono",
+                expect_sha256: str | None = None, diffs: list[Path] = ()) -> Result:
     match = WHEEL_NAME.match(wheel.name)
     if not wheel.exists():
         raise UserError(f"{wheel}: no such file")
@@ -129,7 +151,7 @@ def patch_wheel(wheel: Path, series: Path, out_dir: Path, suffix: str = "fixmono
     if project is None:
         raise UserError(f"{wheel.name}: {match['name']} is not an upstream of any fix")
     version = new_version(match["version"], suffix)
-    fixes = series_fixes(series)
+    fixes = diff_series(list(diffs)) if diffs else series_fixes(series)
     wrong = [fix.id for _, fix in fixes if fix.upstream != project.name]
     if wrong:
         raise UserError(f"series has fixes for another upstream than {project.name}: {', '.join(wrong)}")
@@ -146,6 +168,9 @@ def patch_wheel(wheel: Path, series: Path, out_dir: Path, suffix: str = "fixmono
             unpack(checked, root)
             strip = 1 + project.wheel_root.count("/")  # a/src/transformers/x.py -> transformers/x.py
             for patch, fix in fixes:
+                if diffs:
+                    port_into(root, project.wheel_root, fix, patch, wheel.name)
+                    continue
                 # outside any repository: git must not find one above the temporary folder
                 proc = run_git(root, "apply", f"-p{strip}", "--whitespace=nowarn", str(patch.resolve()),
                                env=clean_env(GIT_CEILING_DIRECTORIES=str(root.parent)))
