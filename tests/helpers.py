@@ -132,3 +132,28 @@ def copy_tree(dest: Path) -> Path:
     shutil.copytree(REPO_ROOT, dest, symlinks=False,
                     ignore=lambda d, names: [n for n in names if n in COPY_SKIP or n.startswith("bazel-")])
     return dest
+
+
+# A user's patch on a transformers-shaped module of our own (patch-wheel --diff, drift --diff)
+TF_PATH = "transformers/fixmono_example.py"
+TF_TEXT = """import math
+
+
+class Scheduler:
+    def factor(self, step):
+        if step < self.warmup:
+            return step / self.warmup
+        return 1.0
+"""
+TF_DIFF = """From: A User <user@example.com>
+Subject: [PATCH] Scheduler: no division by zero
+
+--- a/src/transformers/fixmono_example.py
++++ b/src/transformers/fixmono_example.py
+@@ -4,4 +4,4 @@ class Scheduler:
+     def factor(self, step):
+         if step < self.warmup:
+-            return step / self.warmup
++            return step / max(1, self.warmup)
+         return 1.0
+"""

@@ -1,13 +1,15 @@
 """The drift matrix over published wheels (tags network, slow): make_patch is
 right on every version of the documented range, and the table says how the
 static patch fares beside it. Bad input is refused before any download."""
+import json
 import os
 import subprocess
 import sys
 
 import pytest
 
-from fixmono.testing import REPO_ROOT
+from fixmono.testing import REPO_ROOT, write_wheel
+from tests.helpers import TF_DIFF, TF_PATH, TF_TEXT
 
 network = pytest.mark.skipif(os.environ.get("FIXMONO_NETWORK") != "1", reason="downloads wheels (tag: network)")
 TE_FIX = "te-rocm-unfused-bias-grad-fp32-wgrad"
@@ -84,3 +86,23 @@ def test_bad_input_is_one_line_before_any_download(tmp_path, args, message):
     assert line.startswith("drift_matrix: error: ") and message in line, line
     assert "Traceback" not in proc.stderr and proc.stdout == ""
     assert list(tmp_path.iterdir()) == []  # no report, no partial one
+
+
+def test_a_diff_over_releases_from_a_find_links_folder(tmp_path):
+    """--diff: the user's patch over three releases served from a local
+    find-links folder (wheels made here): applied where it was made, applied
+    where a method above moved it, not-applicable where its code is absent."""
+    links = tmp_path / "links"
+    links.mkdir()
+    moved = TF_TEXT.replace("class Scheduler:\n", "class Scheduler:\n    def reset(self):\n        self.step = 0\n\n")
+    for version, text in (("9.0.0", "x = 1\n"), ("9.1.0", TF_TEXT), ("9.2.0", moved)):
+        write_wheel(links, "transformers", version, {"transformers/__init__.py": "", TF_PATH: text})
+    (tmp_path / "fix.patch").write_text(TF_DIFF)
+    env = {**os.environ, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(links), "FIXMONO_CACHE": str(tmp_path / "cache")}
+    proc = run("--diff", tmp_path / "fix.patch", "--versions", "transformers=9.0.0,9.1.0,9.2.0", "--json", env=env)
+    assert proc.returncode == 0, proc.stderr
+    (cells,) = json.loads(proc.stdout)["matrix"].values()
+    assert [(c["version"], c["status"]) for c in cells] == [("9.0.0", "not-applicable"), ("9.1.0", "applied"),
+                                                            ("9.2.0", "applied")]
+    both = run("--diff", tmp_path / "fix.patch", "--fix", "x", env=env)
+    assert both.returncode == 2 and "--diff takes the place of --fix" in both.stderr

@@ -13,7 +13,7 @@ import pytest
 import transformers
 
 from fixmono.testing import REPO_ROOT
-from tests.helpers import make_patch
+from tests.helpers import TF_DIFF, TF_PATH, TF_TEXT, make_patch
 from fixmono.testing import make_repo, write_wheel
 
 TE_GEMM = REPO_ROOT / "fixes/transformer_engine/rocm_unfused_bgrad/fixtures/gemm_rocm.py"
@@ -79,30 +79,6 @@ def test_transformers_series_strips_src_for_the_wheel(tmp_path):
     assert "transformers-moe-aux-loss-world-size: transformers/trainer.py has the fix" in proc.stdout
     (new,) = (tmp_path / "out").glob("*.whl")
     assert f"transformers-{transformers.__version__}+ours1-" in new.name
-
-
-TF_PATH = "transformers/fixmono_example.py"
-TF_TEXT = """import math
-
-
-class Scheduler:
-    def factor(self, step):
-        if step < self.warmup:
-            return step / self.warmup
-        return 1.0
-"""
-TF_DIFF = """From: A User <user@example.com>
-Subject: [PATCH] Scheduler: no division by zero
-
---- a/src/transformers/fixmono_example.py
-+++ b/src/transformers/fixmono_example.py
-@@ -4,4 +4,4 @@ class Scheduler:
-     def factor(self, step):
-         if step < self.warmup:
--            return step / self.warmup
-+            return step / max(1, self.warmup)
-         return 1.0
-"""
 
 
 def test_a_diff_is_ported_onto_a_wheel_whose_lines_moved(tmp_path):

@@ -71,7 +71,8 @@ def static_patch(project: str, fix: Fix, patches: Path | None) -> Path | None:
 def cell(fix: Fix, version: str, patches: Path | None, full_wheel: bool = False) -> Cell:
     project = PROJECTS[fix.upstream]
     try:
-        upstream = open_upstream(f"pip:{project.dist}=={version}", full_wheel=full_wheel)
+        upstream = open_upstream(f"pip:{project.dist}=={version}", full_wheel=full_wheel,
+                                 extra=frozenset(c.path for c in fix.changes))  # a --diff's files too
     except NoPythonFiles as err:  # a meta-package release: it ships no target
         return Cell(version, Status.NOT_APPLICABLE.value, f"{err} (it ships no target)", "n/a")
     (outcome,) = run(upstream, [fix])

@@ -21,7 +21,9 @@ from fixmono.analysis.envs import Base
 from fixmono.cli.early import exit_quietly
 from fixmono.cli.files import check_report_path, write_report
 from fixmono.cli.guard import ArgumentParser, os_error_as_user_error, run_command
+from fixmono.engines.port import diff_fixes
 from fixmono.model.errors import UserError
+from fixmono.model.patchfile import read_patches
 from fixmono.model.projects import PROJECTS, runs_on
 from fixmono.model.registry import discover
 from fixmono.sources.installed import Environment
@@ -36,6 +38,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--fix", action="append", help="only this fix (repeatable)")
     p.add_argument("--versions", action="append", default=[], metavar="PROJECT=V1,V2",
                    help="versions to check instead of the documented range")
+    p.add_argument("--diff", action="append", default=[], metavar="FILE",
+                   help="a patch file (format-patch mail or diff -u; '-': stdin) as a fix, instead of --fix")
     p.add_argument("--patches", type=Path, help="the static series (default: the repository's patches/)")
     p.add_argument("--out", type=Path, help="also write the report here")
     p.add_argument("--full-wheel", action="store_true",
@@ -80,6 +84,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     history_args.add_argument("--csv", type=Path, help="write the points as CSV here")
     history_args.add_argument("--png", type=Path, help="write a timeline PNG here")
     args = p.parse_args(argv)
+    if args.diff and (args.fix or args.run or args.git is not None):
+        raise UserError("--diff takes the place of --fix, over wheels; it has no reproducer to --run")
+    args.diff_fixes = diff_fixes(read_patches(args.diff, sys.stdin.buffer)) if args.diff else None
     if args.patches is None:
         args.patches = REPOSITORY_PATCHES if REPOSITORY_PATCHES.is_dir() else None
     return args
@@ -117,7 +124,7 @@ def behaviour_bases(args: argparse.Namespace) -> list[Base]:
 
 def over_wheels(args: argparse.Namespace) -> tuple[dict, int]:
     try:
-        fixes = chosen_fixes(args.fix, discover())
+        fixes = chosen_fixes(None, args.diff_fixes) if args.diff_fixes else chosen_fixes(args.fix, discover())
         chosen = parse_versions(args.versions, fixes)
         if args.out:
             check_report_path(args.out)

@@ -114,6 +114,7 @@ def open_wheel(spec: str, rebuild: bool = False, full: bool = False, extra: froz
     if project is None:
         known = ", ".join(p.dist for p in PROJECTS.values() if p.dist)
         raise UserError(f"--upstream {spec}: {dist} is not an upstream of any fix ({known})")
+    extra = frozenset(extra) - catalogue_paths(project)  # the catalogue's own targets: its entry as it is
     path = scratch_path(project, version, extra)
     upstream = None if rebuild else cached_wheel_repository(path, spec, wanted_members(project, extra))
     if upstream is not None and full and upstream.wheel["read"] == "range":
@@ -136,11 +137,15 @@ def scratch_path(project: Project, version: str, extra: frozenset = frozenset())
     return cache_dir() / "upstreams" / name
 
 
+def catalogue_paths(project: Project) -> set[str]:
+    """The repository paths the catalogue's fixes for `project` target, and its markers."""
+    return {c.path for f in discover() if runs_on(f.upstream, project) for c in f.changes} | set(project.markers)
+
+
 def wanted_members(project: Project, extra: frozenset = frozenset()) -> set[str]:
     """The wheel members a partial read takes: every file the catalogue's fixes
     for `project` target, the project's markers, and the paths `extra`."""
-    paths = {c.path for f in discover() if runs_on(f.upstream, project) for c in f.changes} | set(project.markers)
-    paths |= set(extra)
+    paths = catalogue_paths(project) | set(extra)
     return {p.removeprefix(project.wheel_root) for p in paths if p.startswith(project.wheel_root)}
 
 
