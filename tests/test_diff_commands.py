@@ -58,4 +58,8 @@ def test_a_patch_that_does_not_fit_writes_nothing(tmp_path):
     refused(fixmono("patch-env", "--python", str(python), "--diff", str(tmp_path / "missing.patch")),
             "No such file")
     refused(fixmono("patch-env", "--python", str(python), "--diff", other, "--all"), "not both")
+    adds = tmp_path / "adds.patch"  # a new file next to a fitting change: refused whole, before any write
+    adds.write_text(open(write_patch(tmp_path / "fits.patch", AFFECTED.before, fixed(AFFECTED.before))).read()
+                    + "--- /dev/null\n+++ b/src/transformers/integrations/extra.py\n@@ -0,0 +1 @@\n+a = 1\n")
+    refused(fixmono("patch-env", "--python", str(python), "--diff", str(adds)), "adds or deletes files")
     assert tree(site, bytecode=True) == before

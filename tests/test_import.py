@@ -153,6 +153,7 @@ BAD = {
                b"GIT binary patch\nliteral 1\nIcmZo*00001\n\n", "binary"),
     "climbs out": (b"--- a/../x.py\n+++ b/../x.py\n@@ -1 +1 @@\n-a\n+b\n", "climbs out"),
     "no project": (b"--- a/lib/x.py\n+++ b/lib/x.py\n@@ -1 +1 @@\n-a = 1\n+a = 2\n", "not all in one known"),
+    "adds a file": (b"--- /dev/null\n+++ b/src/transformers/new.py\n@@ -0,0 +1 @@\n+a = 1\n", "new.py (added)"),
     "not UTF-8": (b"--- a/src/transformers/x.py\n+++ b/src/transformers/x.py\n@@ -1 +1 @@\n-a = '\xff'\n+a = 2\n",
                   "not UTF-8"),
 }

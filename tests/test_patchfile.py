@@ -127,11 +127,7 @@ def test_bytes_that_are_not_utf8_are_one_line(tmp_path):
         read_patch(tmp_path / "x.patch")
 
 
-@pytest.mark.parametrize("kind", ["added", "deleted", "renamed"])
-def test_new_deleted_and_renamed_files_are_refused_by_name_for_now(tmp_path, kind):
-    before = {"m.py": BEFORE, "old.py": "x = 1\n"}
-    after = {"added": {**before, "new.py": "z = 1\n"}, "deleted": {"m.py": BEFORE},
-             "renamed": {"m.py": BEFORE, "moved.py": "x = 1\n"}}[kind]
+def staged_diff(tmp_path, before: dict, after: dict) -> str:
     root = repo(tmp_path, before)
     for name in before:
         if name not in after:
@@ -139,6 +135,35 @@ def test_new_deleted_and_renamed_files_are_refused_by_name_for_now(tmp_path, kin
     for name, text in after.items():
         (root / name).write_text(text)
     subprocess.run(["git", "-C", str(root), "add", "-A"], check=True)
-    text = subprocess.run(["git", "-C", str(root), "diff", "--cached", "-M"], capture_output=True, text=True).stdout
-    with pytest.raises(UserError, match=kind):
+    return subprocess.run(["git", "-C", str(root), "diff", "--cached", "-M"], capture_output=True, text=True).stdout
+
+
+def test_renamed_files_are_refused_by_name_for_now(tmp_path):
+    text = staged_diff(tmp_path, {"m.py": BEFORE, "old.py": "x = 1\n"}, {"m.py": BEFORE, "moved.py": "x = 1\n"})
+    with pytest.raises(UserError, match="moved.py \\(renamed\\)"):
         diff_fix(parse_patch(text, "files.patch"), "pytorch")
+
+
+def test_an_added_and_a_deleted_file_are_placed_by_their_presence(tmp_path):
+    """A diff that fixes m.py, adds new.py and deletes old.py: applied on the
+    tree it was made on; already-applied on the tree after it; a new.py of
+    other text, or an old.py that differs, is failed (never overwritten or
+    deleted); the whole fix is never half applied."""
+    from fixmono.apply.contract import apply_fix
+
+    before = {"m.py": BEFORE, "old.py": "x = 1\n"}
+    after = {"m.py": AFTER, "new.py": "z = 1\n"}
+    fix = diff_fix(parse_patch(staged_diff(tmp_path, before, after), "files.patch"), "pytorch", "files")
+    assert sorted((c.path, type(c.transform).__name__) for c in fix.changes) == [
+        ("m.py", "DiffTransform"), ("new.py", "WholeFile"), ("old.py", "WholeFile")]
+
+    def outcome(tree: dict):
+        return apply_fix(fix, lambda path: tree[path].encode() if path in tree else None)
+
+    applied = outcome(before)
+    assert applied.status is Status.APPLIED and applied.new_files == {"m.py": AFTER, "new.py": "z = 1\n", "old.py": None}
+    assert outcome(after).status is Status.ALREADY_APPLIED
+    taken = outcome({**before, "new.py": "mine = 2\n"})
+    assert taken.status is Status.FAILED and "refusing to overwrite" in taken.detail
+    edited = outcome({"m.py": BEFORE, "old.py": "x = 2\n"})
+    assert edited.status is Status.FAILED and "refusing to delete" in edited.detail

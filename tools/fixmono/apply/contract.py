@@ -71,6 +71,9 @@ def apply_fix(fix: Fix, read: Callable[[str], bytes | None],
     outcomes = []
     for change in fix.changes:
         data = read(change.path)
+        if hasattr(change.transform, "place"):  # a file the fix adds or deletes: judged by its presence
+            outcomes.append(change.transform.place(data))
+            continue
         if data is None:
             outcomes.append(FileOutcome(change.path, Status.NOT_APPLICABLE, f"{change.path}: {missing(change.path)}",
                                         optional=change.optional, absent=True))

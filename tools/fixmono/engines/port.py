@@ -33,7 +33,8 @@ from pathlib import Path
 from fixmono.model.errors import NotApplicable, TargetSyntaxError, TransformFailed
 from fixmono.model.errors import UserError
 from fixmono.model.fix import Dep3, FileChange, Fix, Rewrite
-from fixmono.model.patchfile import Hunk, PatchFile, lines_of
+from fixmono.model.outcome import FileOutcome, Status
+from fixmono.model.patchfile import FileDiff, Hunk, PatchFile, lines_of
 from fixmono.model.projects import PROJECTS
 
 MAX_TRIM = 3  # context lines `patch --fuzz=3` may ignore at each end; here only with the scope confirmed
@@ -147,6 +148,39 @@ class DiffTransform:
             except SyntaxError as err:
                 raise TransformFailed(f"the result does not parse (line {err.lineno}: {err.msg})") from None
         return Rewrite(new, len(changed), len(present), tuple(changed), tuple(present))
+
+
+class WholeFile:
+    """A file the diff adds (`text`: its content) or deletes (`text`: the
+    content it removes): placed by the file's presence, never merged. `place`
+    gives the file's outcome from its bytes in the tree (None: absent)."""
+
+    def __init__(self, path: str, kind: str, text: str):
+        self.path, self.kind, self.text = path, kind, text
+        self.engine = "python" if path.endswith((".py", ".pyi")) else "cpp" if path.endswith(CPP) else "text"
+        self.description = f"the diff {'adds' if kind == 'added' else 'deletes'} {path}"
+
+    def place(self, data: bytes | None) -> FileOutcome:
+        here = None if data is None else data.decode("utf-8", "replace")
+        if self.kind == "added":
+            if here is None:
+                return FileOutcome(self.path, Status.APPLIED, f"{self.path}: added", self.text)
+            if here == self.text:
+                return FileOutcome(self.path, Status.ALREADY_APPLIED, f"{self.path}: already there as the diff adds it")
+            return FileOutcome(self.path, Status.FAILED, f"{self.path}: the diff adds it, but a file of that name is "
+                                                         "here with other text; refusing to overwrite it")
+        if here is None:
+            return FileOutcome(self.path, Status.ALREADY_APPLIED, f"{self.path}: already gone")
+        if here == self.text:
+            return FileOutcome(self.path, Status.APPLIED, f"{self.path}: deleted", None)
+        return FileOutcome(self.path, Status.FAILED, f"{self.path}: the diff deletes it, but its text here is not "
+                                                     "the text the diff removes; refusing to delete it")
+
+    def rewrite(self, source: str) -> Rewrite:  # the presence check on a text (status, patch-wheel's verify)
+        outcome = self.place(source.encode())
+        if outcome.status is Status.FAILED:
+            raise TransformFailed(outcome.detail.split(": ", 1)[1])
+        return Rewrite(source, 0, 1) if outcome.status is Status.ALREADY_APPLIED else Rewrite(source, 1, 0)
 
 
 class NoScopes:
@@ -491,10 +525,11 @@ def check_names(source: str, added_rows: list[int], path: str) -> None:
 def diff_fix(patch: PatchFile, upstream: str, fix_id: str | None = None) -> Fix:
     """A Fix made of a patch file: one DiffTransform per file, its hunks the sites.
     Its identity and DEP-3 fields come from the mail header where there is one."""
-    unsupported = [f"{f.path} ({f.kind})" for f in patch.files if f.kind != "modified" or not f.hunks]
+    unsupported = [f"{f.path} ({f.kind})" for f in patch.files if f.kind == "renamed" or
+                   (f.kind == "modified" and not f.hunks)]
     if unsupported:
-        raise UserError(f"{patch.name}: {', '.join(unsupported)}: only changes to existing files are ported so far "
-                        "(new, deleted and renamed files are not); nothing was written")
+        raise UserError(f"{patch.name}: {', '.join(unsupported)}: renamed files (and mode-only changes) are not "
+                        "ported yet; nothing was written")
     title = patch.subject or f"Apply {Path(patch.name).name}"
     return Fix(id=fix_id or slug(patch), title=title, upstream=upstream, description=patch.body,
                dep3=Dep3(origin=patch.origin if re.match(r"(upstream|backport|vendor|other)\b", patch.origin or "")
@@ -502,8 +537,14 @@ def diff_fix(patch: PatchFile, upstream: str, fix_id: str | None = None) -> Fix:
                          last_update=patch.date or "2000-01-01"),
                backends=("rocm", "cuda", "cpu"),
                changes=tuple(FileChange(f.path, DiffTransform(f.path, f.hunks), sites=len(f.hunks))
-                             for f in patch.files),
+                             if f.kind == "modified" else FileChange(f.path, whole_file(f)) for f in patch.files),
                author=patch.author or "Fix Monorepo <fix-monorepo@users.noreply.github.com>")
+
+
+def whole_file(diff: FileDiff) -> WholeFile:
+    """An added file's content (its hunk's new lines) or a deleted one's (its hunk's old lines)."""
+    lines = [t for h in diff.hunks for t in (h.new if diff.kind == "added" else h.old)]
+    return WholeFile(diff.path, diff.kind, "".join(lines))
 
 
 def slug(patch: PatchFile) -> str:

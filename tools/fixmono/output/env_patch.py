@@ -73,6 +73,9 @@ def refusal(fix: Fix, env: Environment, any_version: bool) -> str | None:
     if compiled:
         return (f"changes compiled code ({', '.join(compiled)}), which an installed environment does not hold as "
                 "source: rebuild from make-patch's series (or carry it into your wheel build)")
+    whole = [c.path for c in fix.changes if hasattr(c.transform, "place")]
+    if whole:  # the journal and RECORD hold changed files, not new or deleted ones
+        return f"adds or deletes files ({', '.join(whole)}), which patch-env does not do yet: make-patch is the way"
     installed = {c.path for c in installed_changes(fix)}
     elsewhere = [c.path for c in fix.changes if c.path not in installed and not c.optional]
     if elsewhere:

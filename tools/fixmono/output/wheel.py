@@ -136,7 +136,12 @@ def port_into(root: Path, wheel_root: str, fix: Fix, patch: Path, wheel: str) ->
     if outcome.status is not Status.APPLIED:
         raise UserError(f"{patch.name} does not apply to {wheel}: {outcome.status.value}: {outcome.detail}")
     for path, text in outcome.new_files.items():
-        (root / path.removeprefix(wheel_root)).write_text(text, encoding="utf-8")
+        target = root / path.removeprefix(wheel_root)
+        if text is None:  # a file the diff deletes
+            target.unlink()
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
 
 
 def patch_wheel(wheel: Path, series: Path | None, out_dir: Path, suffix: str = "fixmono",
@@ -237,6 +242,9 @@ def verify(wheel: Path, wheel_root: str, fixes: list[Fix]) -> list[str]:
         for fix in fixes:
             for change in fix.changes:
                 installed = site / change.path.removeprefix(wheel_root)
+                if not installed.is_file() and getattr(change.transform, "kind", "") == "deleted":
+                    lines.append(f"{fix.id}: {installed.relative_to(site)} is deleted")
+                    continue
                 if not installed.is_file():  # a file the series' patch did not carry into this wheel either
                     if change.optional:
                         lines.append(f"{fix.id}: {change.path} is not in this wheel (optional)")
