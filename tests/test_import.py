@@ -105,6 +105,9 @@ def test_an_imported_fix_is_tested_by_the_catalogue_with_no_other_edit(upstream,
                 "tests/test_catalogue.py", "tests/test_validate.py", "tests/test_registry.py",
                 "-k", "scheduler or transformers or every_fix", FIX_PACKAGE="")
     assert tests.returncode == 0, tests.stdout.decode()[-3000:]
+    trigger = run(tree, "-c", "from fixmono.model.registry import discover; "
+                              f"print(next(f.hotfix.trigger for f in discover() if f.id == {record['fix']!r}))")
+    assert trigger.stdout.decode().strip() == "transformers.fixmono_example"  # its hot-fix: FIXMONO_HOTFIXES=<id>
     listed = run(tree, "-m", "pytest", "-q", "--co", "tools/fix_cases_test.py").stdout
     assert b"scheduler" in listed and b"transformers-helper" in listed
     # make_patch takes it by id, on a checkout of the upstream before the fix: what git apply gives

@@ -8,13 +8,15 @@ upstream file is copied and nothing is written by hand:
   open balanced; every name it reads bound at the top);
 - an applied case (the hunks' post-image in the same frame: the engine's
   output must equal it, byte for byte) and an already-applied case;
-- validate: every hunk of the diff is in the result, and none was before.
+- validate: every hunk of the diff is in the result, and none was before;
+- the hot-fix (runtime/diff_hotfix.py): the changed functions swapped in.
 """
 from __future__ import annotations
 
 import ast
 import builtins
 import dataclasses
+import functools
 import re
 from collections.abc import Sequence
 from functools import cached_property
@@ -22,8 +24,9 @@ from pathlib import Path
 
 from fixmono.engines.port import DEF, DiffTransform, diff_fix, header_name
 from fixmono.model.errors import FixDeclarationError, NotApplicable, TargetSyntaxError, TransformFailed, UserError
-from fixmono.model.fix import Case, Fix, Fixture, ValidationNote
+from fixmono.model.fix import Case, Fix, Fixture, HotFix, ValidationNote, lazy
 from fixmono.model.patchfile import FileDiff, Hunk, PatchFile, read_patch
+from fixmono.model.projects import PROJECTS, installed_module
 
 PATCH = "fix.patch"
 CLAUSE = re.compile(r"(elif\b|else\s*:|except\b|finally\s*:)")
@@ -48,8 +51,19 @@ def diff_fix_of(patch: PatchFile, id: str, upstream: str, **fields) -> Fix:
     fix = diff_fix(patch, upstream, id)
     frames = {f.path: Frames(f) for f in patch.files}
     changes = tuple(dataclasses.replace(c, fixture=Fixture(source=frames[c.path].before)) for c in fix.changes)
-    return dataclasses.replace(fix, changes=changes, cases=DiffCases(frames),
-                               validate=lambda before, after: validate(fix, before, after), **fields)
+    fix = dataclasses.replace(fix, changes=changes, cases=DiffCases(frames),
+                              validate=lambda before, after: validate(fix, before, after))
+    return dataclasses.replace(fix, **{"hotfix": runtime_form(fix), **fields})
+
+
+def runtime_form(fix: Fix) -> HotFix | None:
+    """The diff's hot-fix (fixmono.runtime.diff_hotfix, imported when it is turned
+    on) where every file is a Python module changed in place."""
+    if not all(isinstance(c.transform, DiffTransform) and c.transform.engine == "python" for c in fix.changes):
+        return None
+    return HotFix(apply=functools.partial(lazy("fixmono.runtime.diff_hotfix:enable"), fix),
+                  remove=functools.partial(lazy("fixmono.runtime.diff_hotfix:disable"), fix),
+                  trigger=installed_module(PROJECTS[fix.upstream], fix.changes[0].path))
 
 
 def validate(fix: Fix, before: dict, after: dict) -> str | None:

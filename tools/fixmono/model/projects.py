@@ -48,6 +48,12 @@ def by_dist(dist: str) -> Project | None:
     return next((p for p in PROJECTS.values() if p.dist and p.dist == norm), None)
 
 
+def installed_module(project: Project, path: str) -> str:
+    """The module a repository path is installed as (src/transformers/trainer.py -> transformers.trainer)."""
+    parts = path.removeprefix(project.wheel_root).removesuffix(".py").split("/")
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
 def runs_on(fix_upstream: str, project: Project) -> bool:
     """Whether a fix for `fix_upstream` applies to a tree of `project`."""
     return fix_upstream == project.name or PROJECTS[fix_upstream].part_of == project.name

@@ -1,4 +1,4 @@
-"""FIXMONO_HOTFIXES=id,id (or "all") at interpreter start-up, with no change to
+"""FIXMONO_HOTFIXES=id,id (or "all"; an id may be a .patch file) at interpreter start-up, with no change to
 the training script: the wheel's fixmono-hotfixes.pth calls install() only
 when the variable is set (unset, nothing of fixmono is imported). Each named
 hot-fix is applied when its trigger module (HotFix.trigger) has been
@@ -14,6 +14,7 @@ import sys
 
 from fixmono.model.projects import PROJECTS
 from fixmono.model.registry import discover
+from fixmono.runtime.diff_hotfix import from_patch, is_patch
 from fixmono.runtime.hotfixes import ENV_VAR, log
 from fixmono.sources.installed import package_name
 
@@ -83,7 +84,15 @@ def chosen(value: str) -> dict[str, list]:
     ids = None if value.strip() == "all" else [i.strip() for i in value.split(",") if i.strip()]
     known = {f.id for f in fixes}
     for unknown in sorted(set(ids or ()) - known):
-        log.warning("%s: %s: no such hot-fix (known: %s); ignored", ENV_VAR, unknown, ", ".join(sorted(known)))
+        if not is_patch(unknown):
+            log.warning("%s: %s: no such hot-fix (known: %s; or a .patch file); ignored", ENV_VAR, unknown,
+                        ", ".join(sorted(known)))
+            continue
+        try:
+            fixes.append(from_patch(unknown))
+            ids.append(fixes[-1].id)
+        except Exception as err:  # a patch that cannot be read: said, and the user's import goes on
+            log.warning("%s: %s: not set up: %s", ENV_VAR, unknown, err)
     for fix in fixes:
         if ids is not None and fix.id not in ids:
             continue

@@ -3,7 +3,8 @@ training script, for stacks that cannot be rebuilt.
 
     from fixmono.runtime.hotfixes import enable_hotfixes, disable_hotfixes, enable_from_env
     enable_hotfixes(["pytorch-batchnorm-negative-running-var"])  # -> one message per fix
-    enable_from_env()   # FIXMONO_HOTFIXES="id,id" or "all"
+    enable_hotfixes(["/path/to/0001-fix.patch"])  # a patch file: the functions it changes, ported
+    enable_from_env()   # FIXMONO_HOTFIXES="id,id" or "all" (ids or .patch files)
     disable_hotfixes()
 """
 from __future__ import annotations
@@ -14,20 +15,23 @@ import os
 
 from fixmono.model.fix import Fix
 from fixmono.model.registry import discover
+from fixmono.runtime.diff_hotfix import from_patch, is_patch
 
 log = logging.getLogger("fixmono")
 ENV_VAR = "FIXMONO_HOTFIXES"
 
 
 def _chosen(ids) -> list[Fix]:
+    """Fixes of the catalogue by id (all when None), and patch files (a path
+    ending in .patch or .diff: its diff fix, runtime/diff_hotfix.py)."""
     fixes = discover()
     if ids is None:
         return fixes
-    ids = [ids] if isinstance(ids, str) else list(ids)
+    ids = [ids] if isinstance(ids, str) else [str(i) for i in ids]
     by_id = {f.id: f for f in fixes}
-    if unknown := [i for i in ids if i not in by_id]:
-        raise ValueError(f"unknown fix id(s) {unknown} (known: {', '.join(by_id)})")
-    return [f for f in fixes if f.id in ids]
+    if unknown := [i for i in ids if i not in by_id and not is_patch(i)]:
+        raise ValueError(f"unknown fix id(s) {unknown} (known: {', '.join(by_id)}; or a .patch file)")
+    return [f for f in fixes if f.id in ids] + [from_patch(i) for i in ids if is_patch(i)]
 
 
 def _accepted(func, kwargs: dict) -> dict:

@@ -1,0 +1,130 @@
+"""The hot-fix of a diff (runtime/diff_hotfix.py), in a fresh venv: its own
+`transformers` package (our text, a division by zero in a scheduler) and
+fixmono from this tree through the start-up .pth the wheel installs. The
+reproducer says reproduced without FIXMONO_HOTFIXES and not reproduced with
+the patch file named in it, the diff having been made where the lines sat
+elsewhere; a diff that changes more than function bodies is refused with one
+line and the import goes on; a method calling super() keeps its class."""
+import ast
+import os
+import subprocess
+import sys
+import sysconfig
+import venv
+from pathlib import Path
+
+import pytest
+
+from fixmono.testing import REPO_ROOT
+
+INSTALLED = '''"""Our own module, shaped like a transformers one."""
+import math
+
+WARMUP_DEFAULT = 0
+
+
+class Base:
+    def scale(self):
+        return 1.0
+
+
+class Scheduler(Base):
+    def __init__(self, warmup=WARMUP_DEFAULT, total=10):
+        self.warmup = warmup
+        self.total = total
+
+    def describe(self):
+        return f"warmup {self.warmup}"
+
+    def factor(self, step):
+        if step < self.warmup:
+            return step / self.warmup
+        progress = (step - self.warmup) / (self.total - self.warmup)
+        return self.scale() * 0.5 * (1.0 + math.cos(math.pi * progress)) / self.warmup
+
+    def scale(self):
+        return super().scale()
+'''
+# the user's patch was made on another release: no describe() above factor, so other line numbers
+MADE_ON = INSTALLED.replace('''    def describe(self):
+        return f"warmup {self.warmup}"
+
+''', "")
+PATH = "src/transformers/fixmono_example.py"
+REPRO = ("from transformers.fixmono_example import Scheduler\n"
+         "try:\n    value = Scheduler().factor(3)\nexcept ZeroDivisionError:\n    print('reproduced')\n"
+         "else:\n    print('not-reproduced', round(value, 6), Scheduler().scale())\n")
+
+
+def diff(before: str, after: str) -> str:
+    import difflib
+
+    return "".join(difflib.unified_diff(before.splitlines(True), after.splitlines(True), f"a/{PATH}", f"b/{PATH}"))
+
+
+@pytest.fixture(scope="module")
+def python(tmp_path_factory) -> Path:
+    """A fresh venv: our transformers in its own site-packages, fixmono and its
+    libraries after it (a .pth), and the wheel's start-up hook."""
+    root = tmp_path_factory.mktemp("venv")
+    venv.create(root / "venv", with_pip=False)
+    python = root / "venv" / "bin" / "python"
+    site = Path(subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               capture_output=True, text=True, check=True).stdout.strip())
+    (site / "transformers").mkdir()
+    (site / "transformers" / "__init__.py").write_text("")
+    (site / "transformers" / "fixmono_example.py").write_text(INSTALLED)
+    (site / "zz-fixmono-paths.pth").write_text(f"{REPO_ROOT / 'tools'}\n{REPO_ROOT}\n{sysconfig.get_paths()['purelib']}\n")
+    setup = ast.parse((REPO_ROOT / "setup.py").read_text())
+    pth = ast.literal_eval(next(n.value for n in setup.body if isinstance(n, ast.Assign)
+                                and getattr(n.targets[0], "id", "") == "PTH"))
+    (site / "zzz-fixmono-hotfixes.pth").write_text(pth)  # the line the wheel installs
+    return python
+
+
+def run(python: Path, code: str, **env) -> subprocess.CompletedProcess:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "FIXMONO_"))}
+    return subprocess.run([python, "-c", code], capture_output=True, text=True, env={**clean, **env}, timeout=300)
+
+
+def test_reproduced_without_and_not_reproduced_with_the_patch_named(python, tmp_path):
+    fixed = MADE_ON.replace("return step / self.warmup", "return step / max(1, self.warmup)").replace(
+        "(self.total - self.warmup)", "max(1, self.total - self.warmup)").replace(
+        " * (1.0 + math.cos(math.pi * progress)) / self.warmup", " * (1.0 + math.cos(math.pi * progress))").replace(
+        "        return super().scale()\n", "        return super().scale() * 2\n")  # super() keeps its class
+    patch = tmp_path / "0001-scheduler.patch"
+    patch.write_text(diff(MADE_ON, fixed))
+    assert run(python, REPRO).stdout.strip() == "reproduced"
+    named = run(python, REPRO, FIXMONO_HOTFIXES=str(patch))
+    assert named.returncode == 0, named.stderr
+    assert named.stdout.split()[0] == "not-reproduced" and named.stdout.split()[2] == "2.0", named.stdout + named.stderr
+    assert named.stderr.count("enabled: transformers.fixmono_example.Scheduler.factor, "
+                              "transformers.fixmono_example.Scheduler.scale from the diff") == 1, named.stderr
+    # in a script: enable, then disable gives the installed functions back
+    toggled = run(python, "from fixmono.runtime.hotfixes import enable_hotfixes, disable_hotfixes\n"
+                          f"print(enable_hotfixes([{str(patch)!r}]))\n" + REPRO +
+                  f"print(disable_hotfixes([{str(patch)!r}]))\n" + REPRO)
+    lines = toggled.stdout.splitlines()
+    assert toggled.returncode == 0 and lines[1].startswith("not-reproduced") and lines[3] == "reproduced", \
+        toggled.stdout + toggled.stderr
+    assert "disabled: the installed functions are back" in lines[2]
+
+
+@pytest.mark.parametrize("change, why", [
+    (("WARMUP_DEFAULT = 0", "WARMUP_DEFAULT = 1"), "outside function bodies"),
+    (("    def scale(self):\n        return super()", "    def scale(self, by=1):\n        return super()"),
+     "decorators or signature"),
+    (("class Base:\n", "def clip(x):\n    return x\n\n\nclass Base:\n"), "adds or removes functions"),
+])
+def test_more_than_function_bodies_is_refused_with_one_line(python, tmp_path, change, why):
+    patch = tmp_path / "wide.patch"
+    patch.write_text(diff(MADE_ON, MADE_ON.replace(*change)))
+    named = run(python, REPRO, FIXMONO_HOTFIXES=str(patch))
+    assert named.returncode == 0 and named.stdout.strip() == "reproduced", named.stdout + named.stderr
+    assert named.stderr.count("not enabled: transformers.fixmono_example: ") == 1 and why in named.stderr and "Traceback" not in named.stderr, named.stderr
+
+
+def test_a_patch_that_cannot_be_read_is_logged_and_the_import_goes_on(python, tmp_path):
+    missing = run(python, REPRO, FIXMONO_HOTFIXES=str(tmp_path / "nowhere.patch"))
+    assert missing.returncode == 0 and missing.stdout.strip() == "reproduced"
+    assert "nowhere.patch: not set up" in missing.stderr and "Traceback" not in missing.stderr, missing.stderr

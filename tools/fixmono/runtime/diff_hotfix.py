@@ -1,0 +1,165 @@
+"""The runtime form of a diff fix: the functions and methods the diff changes,
+compiled from the ported source of the installed module (the port engine on
+the module's own file, so the installed release's text, not the diff's), in
+that module's namespace, and swapped in. Nothing else is touched: a diff that
+changes module statements, class attributes, decorators, or adds or removes
+a function is refused with one line saying so, and so is one whose module is
+not importable here. Callers that imported a changed function by name before
+(`from m import f`) keep the old one, as with any monkeypatch.
+
+    enable(fix) / disable(fix)   a diff fix's HotFix (engines/imported.runtime_form makes it)
+    from_patch(path)   a patch file's diff fix with its hot-fix (FIXMONO_HOTFIXES=path.patch)
+"""
+from __future__ import annotations
+
+import ast
+import dataclasses
+import importlib
+import inspect
+from pathlib import Path
+
+from fixmono.engines.imported import runtime_form
+from fixmono.engines.port import DiffTransform, diff_fixes
+from fixmono.model.errors import NotApplicable, TargetSyntaxError, TransformFailed, UserError
+from fixmono.model.fix import Fix
+from fixmono.model.patchfile import read_patch
+from fixmono.model.projects import PROJECTS, installed_module
+
+FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+class Refused(Exception):
+    """The diff cannot be a hot-fix; the message says why (one line)."""
+
+
+def functions(tree: ast.Module) -> dict[str, ast.AST]:
+    """Every def at module level or in a class (nested classes too), by qualified name."""
+    found = {}
+
+    def visit(body: list, prefix: str) -> None:
+        for node in body:
+            if isinstance(node, FUNCTIONS):
+                found[prefix + node.name] = node
+            elif isinstance(node, ast.ClassDef):
+                visit(node.body, f"{prefix}{node.name}.")
+
+    visit(tree.body, "")
+    return found
+
+
+def skeleton(tree: ast.Module) -> str:
+    """The module with every function body emptied: what must not change."""
+    tree = ast.parse(ast.unparse(tree))
+    for node in functions(tree).values():
+        node.body = [ast.Pass()]
+    return ast.dump(tree)
+
+
+def changed_functions(old: str, new: str) -> list[str]:
+    """The qualified names of the functions whose bodies differ; Refused when
+    anything else differs."""
+    before, after = ast.parse(old), ast.parse(new)
+    old_funcs, new_funcs = functions(before), functions(after)
+    if set(old_funcs) != set(new_funcs):
+        moved = sorted(set(old_funcs) ^ set(new_funcs))
+        raise Refused(f"it adds or removes functions ({', '.join(moved)}); only changed bodies can be swapped in")
+    changed = [q for q in old_funcs if ast.dump(old_funcs[q]) != ast.dump(new_funcs[q])]
+    for name in changed:
+        if [ast.dump(d) for d in old_funcs[name].decorator_list] != \
+                [ast.dump(d) for d in new_funcs[name].decorator_list] or \
+                ast.dump(old_funcs[name].args) != ast.dump(new_funcs[name].args):
+            raise Refused(f"it changes {name}'s decorators or signature; only bodies can be swapped in")
+    if skeleton(before) != skeleton(after):
+        raise Refused("it changes module statements or class attributes, outside function bodies")
+    return changed
+
+
+def compiled(new_source: str, qualname: str, module, path: str):
+    """The new def of `qualname`, decorators run, in the module's own namespace;
+    a method's zero-argument super() cell set to its real class."""
+    node = functions(ast.parse(new_source))[qualname]
+    owner = resolve(module, qualname.rpartition(".")[0]) if "." in qualname else None
+    unit = ast.Module(body=[node], type_ignores=[])
+    if owner is not None:  # inside a class body: super() and __class__ get their cell
+        unit = ast.Module(body=[ast.ClassDef(name=owner.__name__, bases=[], keywords=[], body=[node],
+                                             decorator_list=[])], type_ignores=[])
+    ast.fix_missing_locations(unit)
+    scope: dict = {}
+    exec(compile(unit, f"<fixmono hot-fix of {path}>", "exec"), vars(module), scope)  # noqa: S102
+    value = scope[node.name] if owner is None else vars(scope[owner.__name__])[node.name]
+    function = getattr(value, "__func__", getattr(value, "fget", value))
+    for name, cell in zip(getattr(function, "__code__", None) and function.__code__.co_freevars or (),
+                          getattr(function, "__closure__", None) or ()):
+        if name != "__class__":
+            raise Refused(f"{qualname} has a closure over {name}; it cannot be swapped in")
+        cell.cell_contents = owner
+    return value
+
+
+def resolve(module, dotted: str):
+    target = module
+    for part in dotted.split("."):
+        target = getattr(target, part)
+    return target
+
+
+SWAPPED: dict[str, list[tuple[object, str, object]]] = {}  # fix id -> (owner, name, the installed value)
+
+
+def enable(fix: Fix) -> str:
+    """Swap in the functions `fix`'s diff changes, ported to the installed modules."""
+    if SWAPPED.get(fix.id):
+        return "already enabled"
+    plan = []
+    for change in fix.changes:
+        if not isinstance(change.transform, DiffTransform) or change.transform.engine != "python":
+            return f"not enabled: {change.path} is not a Python module changed in place"
+        name = installed_module(PROJECTS[fix.upstream], change.path)
+        try:
+            module = importlib.import_module(name)
+            source = inspect.getsource(module)
+        except (ImportError, OSError, TypeError) as err:
+            return f"not enabled: {name} cannot be read here ({type(err).__name__}: {err})"
+        try:
+            result = change.transform.rewrite(source)
+        except NotApplicable:
+            return f"{name}: the code the diff changes is not in this release; nothing to do"
+        except (TargetSyntaxError, TransformFailed) as err:
+            return f"not enabled: {name}: {err}"
+        if not result.changed:
+            continue  # this module already has it
+        try:
+            for qualname in changed_functions(source, result.source):
+                owner_name, _, attr = qualname.rpartition(".")
+                owner = resolve(module, owner_name) if owner_name else module
+                plan.append((owner, attr, compiled(result.source, qualname, module, change.path), f"{name}.{qualname}"))
+        except Refused as err:
+            return f"not enabled: {name}: {err}"
+    if not plan:
+        return "the installed modules already have the diff; nothing to do"
+    SWAPPED[fix.id] = [(owner, attr, vars(owner)[attr]) for owner, attr, _, _ in plan]
+    for owner, attr, value, _ in plan:
+        setattr(owner, attr, value)
+    return f"enabled: {', '.join(where for *_, where in plan)} from the diff, ported to the installed source"
+
+
+def disable(fix: Fix) -> str:
+    swapped = SWAPPED.pop(fix.id, None)
+    if not swapped:
+        return "not enabled; nothing to do"
+    for owner, attr, value in reversed(swapped):
+        setattr(owner, attr, value)
+    return "disabled: the installed functions are back"
+
+
+def from_patch(path: str) -> Fix:
+    """A patch file named in FIXMONO_HOTFIXES or enable_hotfixes: its diff fix, with its hot-fix."""
+    try:
+        (fix,) = diff_fixes([read_patch(Path(path))])
+    except UserError as err:
+        raise ValueError(str(err)) from None
+    return dataclasses.replace(fix, hotfix=runtime_form(fix))
+
+
+def is_patch(name: str) -> bool:
+    return name.endswith((".patch", ".diff"))
