@@ -68,24 +68,31 @@ def test_the_series_carries_the_mail_and_applies_with_git_am(tmp_path, patch_fil
     assert json.loads(again.stdout)["runs"][0]["results"][0]["status"] == "already-applied"
 
 
-def test_added_and_deleted_files_travel_in_the_series(tmp_path):
-    """A fix that changes m.py, adds a helper module and deletes an old one:
-    ported onto a later release (m.py moved), the series applies with git am
-    and gives the diff's files; then the diff is already-applied there."""
-    made = make_repo(tmp_path / "made", {"torch/__init__.py": "", "torch/nn/m.py": BASE, "torch/nn/old.py": "x = 1\n"})
+def test_added_deleted_and_renamed_files_travel_in_the_series(tmp_path):
+    """A fix that changes m.py, adds a helper module, deletes an old one and
+    renames a third with a change: ported onto a later release (m.py moved,
+    the renamed one has an import more), the series applies with git am and
+    gives the diff's files; then the diff is already-applied there."""
+    util = "".join(f"def u{i}(v):\n    return v * {i}\n\n\n" for i in range(5))
+    made = make_repo(tmp_path / "made", {"torch/__init__.py": "", "torch/nn/m.py": BASE, "torch/nn/old.py": "x = 1\n",
+                                         "torch/nn/util.py": util})
+    git(made, "mv", "torch/nn/util.py", "torch/nn/utils.py")
+    (made / "torch/nn/utils.py").write_text(util.replace("v * 2", "v * -2"))
     (made / "torch/nn/m.py").write_text(FIXED)
     (made / "torch/nn/new.py").write_text("def clamp(v):\n    return max(v, 0)\n")
     git(made, "rm", "-q", "torch/nn/old.py")
     git(made, "add", "-A")
     git(made, "commit", "-qm", "Fix the offset, add clamp, drop old")
     (tmp_path / "files.patch").write_text(git(made, "format-patch", "-1", "--stdout"))
-    repo = make_repo(tmp_path / "up", {"torch/__init__.py": "", "torch/nn/m.py": LATER, "torch/nn/old.py": "x = 1\n"})
+    repo = make_repo(tmp_path / "up", {"torch/__init__.py": "", "torch/nn/m.py": LATER, "torch/nn/old.py": "x = 1\n",
+                                       "torch/nn/util.py": "import math\n" + util})
     proc = make_patch("--diff", str(tmp_path / "files.patch"), "--upstream", str(repo), "--out", str(tmp_path / "s"))
     assert proc.returncode == 0, proc.stderr
     (written,) = sorted((tmp_path / "s").glob("0001-*.patch"))
     git(repo, "am", "-q", str(written))
     assert (repo / "torch/nn/new.py").read_text() == "def clamp(v):\n    return max(v, 0)\n"
-    assert not (repo / "torch/nn/old.py").exists()
+    assert not (repo / "torch/nn/old.py").exists() and not (repo / "torch/nn/util.py").exists()
+    assert (repo / "torch/nn/utils.py").read_text() == "import math\n" + util.replace("v * 2", "v * -2")
     assert (repo / "torch/nn/m.py").read_text() == LATER.replace("y = x + 1", "y = x + 2")
     again = make_patch("--diff", str(tmp_path / "files.patch"), "--upstream", str(repo), "--check", "--json")
     assert json.loads(again.stdout)["runs"][0]["results"][0]["status"] == "already-applied"

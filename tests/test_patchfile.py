@@ -138,10 +138,28 @@ def staged_diff(tmp_path, before: dict, after: dict) -> str:
     return subprocess.run(["git", "-C", str(root), "diff", "--cached", "-M"], capture_output=True, text=True).stdout
 
 
-def test_renamed_files_are_refused_by_name_for_now(tmp_path):
-    text = staged_diff(tmp_path, {"m.py": BEFORE, "old.py": "x = 1\n"}, {"m.py": BEFORE, "moved.py": "x = 1\n"})
-    with pytest.raises(UserError, match="moved.py \\(renamed\\)"):
-        diff_fix(parse_patch(text, "files.patch"), "pytorch")
+def test_a_renamed_file_is_moved_with_its_changes_both_names_judged_together(tmp_path):
+    """A rename with a change (git diff -M): applied where the old name is there
+    (its hunks ported onto that text), already-applied where the new name has
+    them, failed where both names are there or the new one lacks the change,
+    not-applicable where neither is."""
+    from fixmono.apply.contract import apply_fix
+
+    body = "".join(f"def f{i}(x):\n    return x + {i}\n\n\n" for i in range(6))
+    changed = body.replace("return x + 3", "return x - 3")
+    text = staged_diff(tmp_path, {"pkg/old.py": body}, {"pkg/new.py": changed})
+    fix = diff_fix(parse_patch(text, "rename.patch"), "pytorch", "rename")
+
+    def outcome(tree: dict):
+        return apply_fix(fix, lambda path: tree[path].encode() if path in tree else None)
+
+    moved = outcome({"pkg/old.py": "import os\n" + body})
+    assert moved.status is Status.APPLIED and moved.new_files == {"pkg/new.py": "import os\n" + changed,
+                                                                  "pkg/old.py": None}
+    assert outcome({"pkg/new.py": changed}).status is Status.ALREADY_APPLIED
+    assert outcome({"pkg/new.py": body}).status is Status.FAILED
+    assert outcome({"pkg/old.py": body, "pkg/new.py": changed}).status is Status.FAILED
+    assert outcome({}).status is Status.NOT_APPLICABLE
 
 
 def test_an_added_and_a_deleted_file_are_placed_by_their_presence(tmp_path):

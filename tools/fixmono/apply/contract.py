@@ -70,10 +70,10 @@ def apply_fix(fix: Fix, read: Callable[[str], bytes | None],
     which is reported as `<path>: <missing(path)>`."""
     outcomes = []
     for change in fix.changes:
-        data = read(change.path)
-        if hasattr(change.transform, "place"):  # a file the fix adds or deletes: judged by its presence
-            outcomes.append(change.transform.place(data))
+        if hasattr(change.transform, "place"):  # a file the fix adds, deletes or renames: judged by presence
+            outcomes += change.transform.place(read)
             continue
+        data = read(change.path)
         if data is None:
             outcomes.append(FileOutcome(change.path, Status.NOT_APPLICABLE, f"{change.path}: {missing(change.path)}",
                                         optional=change.optional, absent=True))

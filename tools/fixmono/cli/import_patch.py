@@ -182,9 +182,9 @@ def plan(args) -> list[tuple[Path, dict[str, str | bytes], Imported]]:
             patch = parse_patch(decode(name, data), name)
         except UserError as err:
             raise UserError(one_line(err)) from None
-        whole = [f"{f.path} ({f.kind})" for f in patch.files if f.kind in ("added", "deleted")]
+        whole = [f"{f.path} ({f.kind})" for f in patch.files if f.kind in ("added", "deleted", "renamed")]
         if whole:  # the catalogue's tests need a fixture per file; a file that is absent has none yet
-            raise UserError(f"{name}: {', '.join(whole)}: import takes changes to existing files only so far "
+            raise UserError(f"{name}: {', '.join(whole)}: import takes changes to files in place only so far "
                             "(make-patch --diff ports this patch); nothing was written")
         project = args.upstream or project_of(patch)
         folder = Path("fixes") / project.replace("-", "_") / folder_name(patch, args.name)

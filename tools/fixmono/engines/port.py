@@ -150,37 +150,75 @@ class DiffTransform:
         return Rewrite(new, len(changed), len(present), tuple(changed), tuple(present))
 
 
+def kind_of(path: str) -> str:
+    return "python" if path.endswith((".py", ".pyi")) else "cpp" if path.endswith(CPP) else "text"
+
+
 class WholeFile:
     """A file the diff adds (`text`: its content) or deletes (`text`: the
     content it removes): placed by the file's presence, never merged. `place`
-    gives the file's outcome from its bytes in the tree (None: absent)."""
+    gives the file's outcomes from the tree (`read(path)`: bytes, None when absent)."""
 
     def __init__(self, path: str, kind: str, text: str):
         self.path, self.kind, self.text = path, kind, text
-        self.engine = "python" if path.endswith((".py", ".pyi")) else "cpp" if path.endswith(CPP) else "text"
+        self.engine = kind_of(path)
         self.description = f"the diff {'adds' if kind == 'added' else 'deletes'} {path}"
 
-    def place(self, data: bytes | None) -> FileOutcome:
+    def place(self, read) -> list[FileOutcome]:
+        data = read(self.path)
         here = None if data is None else data.decode("utf-8", "replace")
         if self.kind == "added":
             if here is None:
-                return FileOutcome(self.path, Status.APPLIED, f"{self.path}: added", self.text)
+                return [FileOutcome(self.path, Status.APPLIED, f"{self.path}: added", self.text)]
             if here == self.text:
-                return FileOutcome(self.path, Status.ALREADY_APPLIED, f"{self.path}: already there as the diff adds it")
-            return FileOutcome(self.path, Status.FAILED, f"{self.path}: the diff adds it, but a file of that name is "
-                                                         "here with other text; refusing to overwrite it")
+                return [FileOutcome(self.path, Status.ALREADY_APPLIED, f"{self.path}: already there as the diff adds it")]
+            return [FileOutcome(self.path, Status.FAILED, f"{self.path}: the diff adds it, but a file of that name is "
+                                                          "here with other text; refusing to overwrite it")]
         if here is None:
-            return FileOutcome(self.path, Status.ALREADY_APPLIED, f"{self.path}: already gone")
+            return [FileOutcome(self.path, Status.ALREADY_APPLIED, f"{self.path}: already gone")]
         if here == self.text:
-            return FileOutcome(self.path, Status.APPLIED, f"{self.path}: deleted", None)
-        return FileOutcome(self.path, Status.FAILED, f"{self.path}: the diff deletes it, but its text here is not "
-                                                     "the text the diff removes; refusing to delete it")
+            return [FileOutcome(self.path, Status.APPLIED, f"{self.path}: deleted", None)]
+        return [FileOutcome(self.path, Status.FAILED, f"{self.path}: the diff deletes it, but its text here is not "
+                                                      "the text the diff removes; refusing to delete it")]
 
-    def rewrite(self, source: str) -> Rewrite:  # the presence check on a text (status, patch-wheel's verify)
-        outcome = self.place(source.encode())
+    def rewrite(self, source: str) -> Rewrite:  # the presence check on one text (patch-wheel's verify)
+        (outcome,) = self.place(lambda path: source.encode())
         if outcome.status is Status.FAILED:
             raise TransformFailed(outcome.detail.split(": ", 1)[1])
         return Rewrite(source, 0, 1) if outcome.status is Status.ALREADY_APPLIED else Rewrite(source, 1, 0)
+
+
+class Renamed:
+    """A file the diff renames (`old` -> `path`), with its hunks ported onto the
+    old file's text: both names judged together, never one without the other."""
+
+    def __init__(self, old: str, path: str, hunks: tuple[Hunk, ...]):
+        self.old, self.path, self.hunks = old, path, hunks
+        self.engine = kind_of(path)
+        self.description = f"the diff renames {old} to {path}"
+        self.edit = DiffTransform(path, hunks) if hunks else None
+
+    def place(self, read) -> list[FileOutcome]:
+        old, new = read(self.old), read(self.path)
+        if old is not None and new is not None:
+            return [FileOutcome(self.path, Status.FAILED, f"{self.path}: the diff renames {self.old} to it, but both "
+                                                          "names are here; refusing to overwrite it")]
+        if old is None and new is None:
+            return [FileOutcome(self.path, Status.NOT_APPLICABLE, f"{self.old}: not in this upstream", absent=True)]
+        text = (old if new is None else new).decode("utf-8", "replace")
+        try:
+            result = self.edit.rewrite(text) if self.edit else Rewrite(text, 0, 0)
+        except NotApplicable as err:
+            return [FileOutcome(self.path, Status.NOT_APPLICABLE, f"{self.path}: {err}")]
+        except (TargetSyntaxError, TransformFailed) as err:
+            return [FileOutcome(self.path, Status.FAILED, f"{self.path}: {err}")]
+        if new is not None:  # renamed already: its hunks must be there too
+            if result.changed:
+                return [FileOutcome(self.path, Status.FAILED, f"{self.path}: renamed here, but without the diff's "
+                                                              f"changes ({', '.join(result.added)})")]
+            return [FileOutcome(self.path, Status.ALREADY_APPLIED, f"{self.path}: already renamed from {self.old}")]
+        return [FileOutcome(self.path, Status.APPLIED, f"{self.old} renamed to {self.path}", result.source),
+                FileOutcome(self.old, Status.APPLIED, f"{self.old}: renamed away", None)]
 
 
 class NoScopes:
@@ -525,20 +563,26 @@ def check_names(source: str, added_rows: list[int], path: str) -> None:
 def diff_fix(patch: PatchFile, upstream: str, fix_id: str | None = None) -> Fix:
     """A Fix made of a patch file: one DiffTransform per file, its hunks the sites.
     Its identity and DEP-3 fields come from the mail header where there is one."""
-    unsupported = [f"{f.path} ({f.kind})" for f in patch.files if f.kind == "renamed" or
-                   (f.kind == "modified" and not f.hunks)]
+    unsupported = [f"{f.path} (mode only)" for f in patch.files if f.kind == "modified" and not f.hunks]
     if unsupported:
-        raise UserError(f"{patch.name}: {', '.join(unsupported)}: renamed files (and mode-only changes) are not "
-                        "ported yet; nothing was written")
+        raise UserError(f"{patch.name}: {', '.join(unsupported)}: a change of mode alone is not ported; nothing was "
+                        "written")
     title = patch.subject or f"Apply {Path(patch.name).name}"
     return Fix(id=fix_id or slug(patch), title=title, upstream=upstream, description=patch.body,
                dep3=Dep3(origin=patch.origin if re.match(r"(upstream|backport|vendor|other)\b", patch.origin or "")
                          else f"other, {patch.origin}" if patch.origin else "other",
                          last_update=patch.date or "2000-01-01"),
                backends=("rocm", "cuda", "cpu"),
-               changes=tuple(FileChange(f.path, DiffTransform(f.path, f.hunks), sites=len(f.hunks))
-                             if f.kind == "modified" else FileChange(f.path, whole_file(f)) for f in patch.files),
+               changes=tuple(change_of(f) for f in patch.files),
                author=patch.author or "Fix Monorepo <fix-monorepo@users.noreply.github.com>")
+
+
+def change_of(diff: FileDiff) -> FileChange:
+    if diff.kind == "modified":
+        return FileChange(diff.path, DiffTransform(diff.path, diff.hunks), sites=len(diff.hunks))
+    if diff.kind == "renamed":
+        return FileChange(diff.path, Renamed(diff.old_path, diff.path, diff.hunks))
+    return FileChange(diff.path, whole_file(diff))
 
 
 def whole_file(diff: FileDiff) -> WholeFile:
