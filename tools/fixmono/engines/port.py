@@ -54,6 +54,19 @@ def scope_of(hunk: Hunk) -> list[str]:
     return chain
 
 
+def cpp_scope_of(hunk: Hunk) -> list[str]:
+    """The C/C++ function (or class) whose header line the diff shows above its
+    first change, at the left margin as git's default header takes them, with
+    no closing brace at the margin between: it encloses the change."""
+    first = next((i for i, (k, _) in enumerate(hunk.lines) if k != " "), 0)
+    for kind, text in reversed(hunk.lines[:first]):
+        if text.startswith("}"):
+            return []
+        if re.match(r"[A-Za-z_$]", text) and (name := cpp_name(text)):
+            return name
+    return []
+
+
 def header_name(hunk: Hunk) -> str | None:
     """The def/class git's section header names (the nearest one above the hunk, which may not enclose it)."""
     match = DEF.match(hunk.header)
@@ -67,6 +80,17 @@ def norm(line: str) -> str:
         return ""
     if "#" in text and "'" not in text and '"' not in text:
         text = text.split("#", 1)[0].rstrip()
+    return " ".join(text.split())
+
+
+def norm_cpp(line: str) -> str:
+    """A C/C++ line as tokens: a `//` comment dropped (a trailing one only where no string could hold it);
+    preprocessor lines kept (they are code)."""
+    text = line.strip()
+    if text.startswith("//"):
+        return ""
+    if "//" in text and "'" not in text and '"' not in text:
+        text = text.split("//", 1)[0].rstrip()
     return " ".join(text.split())
 
 
@@ -91,9 +115,75 @@ class Scopes:
                       if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
         self.names = {name for _, _, name in self.spans}
 
+    norm = staticmethod(norm)
+
+    def has(self, names: list[str]) -> bool:
+        return names[-1] in self.names
+
     def chain(self, line: int) -> list[str]:
         """Names of the defs/classes enclosing 1-based `line` (its own def line included), outermost first."""
         return [name for start, end, name in sorted(self.spans) if start <= line <= end]
+
+    @staticmethod
+    def header_above(lines: list[str], at: int, name: list[str]) -> bool:
+        return header_above(lines, at, name[-1])
+
+
+CPP_SCOPE = re.compile(r"\b(?:class|struct|union|namespace)\s+([A-Za-z_]\w*)")
+CPP_CALLABLE = re.compile(r"([A-Za-z_~][\w~]*)\s*\(")
+CPP_NOT_NAMES = {"if", "for", "while", "switch", "return", "sizeof", "catch", "decltype", "static_assert"}
+
+
+def cpp_name(line: str) -> list[str]:
+    """The function, class or namespace a C/C++ header line names, with its
+    qualifiers (`absl::Status Foo<T>::Bar(int x) {` -> [Foo, Bar]); [] for none."""
+    line = re.sub(r"/\*.*?\*/|//.*", "", line)  # not a name in a comment (`}  // namespace xla`)
+    if match := CPP_SCOPE.search(line):
+        return [match[1]]
+    match = next((m for m in CPP_CALLABLE.finditer(line) if m[1] not in CPP_NOT_NAMES), None)
+    if match is None:
+        return []
+    qualified = re.sub(r"<[^<>]*>", "", line[:match.end(1)]).split()[-1]  # Foo<T>::Bar -> Foo::Bar
+    return [part for part in qualified.split("::") if re.fullmatch(r"[A-Za-z_~][\w~]*", part)]
+
+
+class CppScopes:
+    """The function/class/namespace chain of every line of a C/C++ source
+    (tree-sitter, after masking macros; engines/cpp.py). An out-of-line
+    definition `Foo::Bar` counts as inside Foo too."""
+
+    norm = staticmethod(norm_cpp)
+
+    def __init__(self, source: str):
+        from fixmono.engines.cpp import CppDocument, walk
+
+        doc = CppDocument(source)
+        doc.check_parses()
+        self.spans = []
+        for node in walk(doc.root):
+            start, end = node.start_point[0] + 1, node.end_point[0] + 1
+            if node.type == "function_definition":
+                names = re.findall(r"[A-Za-z_~][\w~]*", doc.qualified_name(node).split("(")[0])
+                self.spans += [(start, end, n, name) for n, name in enumerate(names)]
+            elif node.type in ("class_specifier", "struct_specifier", "union_specifier", "namespace_definition") \
+                    and node.child_by_field_name("body") is not None and node.child_by_field_name("name") is not None:
+                self.spans.append((start, end, 0, doc.text(node.child_by_field_name("name"))))
+        self.names = {name for *_, name in self.spans}
+        self.errors = len(doc.errors())
+
+    def chain(self, line: int) -> list[str]:
+        return [name for start, end, _, name in sorted(self.spans) if start <= line <= end]
+
+    def has(self, names: list[str]) -> bool:
+        """A function or class of that qualified name is here (Worker::Run, not just some Run)."""
+        return any(name == names[-1] and fits(self.chain(start), names) for start, _, _, name in self.spans)
+
+    @staticmethod
+    def header_above(lines: list[str], at: int, name: list[str]) -> bool:
+        """git's default section header for a block at `at` (the nearest line above
+        that starts with a letter, `_` or `$`) names `name` (qualifiers included)."""
+        line = next((line for line in reversed(lines[:at]) if re.match(r"[A-Za-z_$]", line)), None)
+        return line is not None and cpp_name(line)[-len(name):] == name
 
 
 def fits(chain: list[str], wanted: list[str]) -> bool:
@@ -108,8 +198,9 @@ CPP = (".c", ".cc", ".cpp", ".cxx", ".cu", ".h", ".hh", ".hpp", ".cuh", ".inc")
 class DiffTransform:
     """The hunks of one file of a diff, as a Transform. `engine` is the kind of
     file it edits (patch-env and patch-wheel take a Python one like a libcst
-    transform). Outside Python files no scope can be read yet: only the exact
-    step runs there (as `git apply`, with the presence check)."""
+    transform). Python and C/C++ files have their scopes read (ast,
+    tree-sitter); in other files only the exact step runs (as `git apply`,
+    with the presence check)."""
 
     def __init__(self, path: str, hunks: tuple[Hunk, ...]):
         self.path, self.hunks = path, hunks
@@ -118,14 +209,17 @@ class DiffTransform:
 
     def rewrite(self, source: str) -> Rewrite:
         python = self.engine == "python"
+        errors = 0
         if python:
             Scopes(source)  # the target must parse
+        elif self.engine == "cpp":
+            errors = CppScopes(source).errors  # what it has as written (macros, #if branches): not to grow
         lines = lines_of(source)
         changed, present, absent, added_at = [], [], [], []
         offset = 0
         for n, hunk in enumerate(self.hunks, 1):
             name = f"{hunk.label}"
-            result = place(hunk, lines, hunk.start - 1 + offset, python)
+            result = place(hunk, lines, hunk.start - 1 + offset, self.engine)
             if result == "present":
                 present.append(name)
             elif result == "absent":
@@ -147,6 +241,8 @@ class DiffTransform:
                 check_names(new, added_at, self.path)
             except SyntaxError as err:
                 raise TransformFailed(f"the result does not parse (line {err.lineno}: {err.msg})") from None
+        if changed and self.engine == "cpp" and (after := CppScopes(new).errors) > errors:
+            raise TransformFailed(f"the result would add parse errors ({errors} -> {after}); refusing it")
         return Rewrite(new, len(changed), len(present), tuple(changed), tuple(present))
 
 
@@ -221,36 +317,31 @@ class Renamed:
                 FileOutcome(self.old, Status.APPLIED, f"{self.old}: renamed away", None)]
 
 
-class NoScopes:
-    """A file whose scopes cannot be read (not Python): nothing confirms a place."""
-
-    names: set = set()
-
-    def chain(self, line: int) -> list[str]:
-        return []
-
-
-def place(hunk: Hunk, lines: list[str], expected: int, python: bool = True):
-    """Where `hunk` goes in `lines`: (start, stop, replacement lines, rows of added
-    lines in the replacement), "present", or "absent"; TransformFailed when unsure."""
-    if not python:
+def place(hunk: Hunk, lines: list[str], expected: int, engine: str = "python"):
+    """Where `hunk` goes in `lines` (a file of `engine`'s kind): (start, stop,
+    replacement lines, rows of added lines in the replacement), "present", or
+    "absent"; TransformFailed when unsure."""
+    if engine == "text":
         return place_exactly(hunk, lines, expected)
-    scopes = Scopes("".join(lines))
-    wanted = scope_of(hunk)
-    header = header_name(hunk)
-    if (wanted and wanted[-1] not in scopes.names) or (header and header not in scopes.names and not wanted):
-        missing = wanted[-1] if wanted else header
-        if not any(norm(t) and norm(t) in {norm(x) for x in lines} for k, t in hunk.lines if k == "-"):
+    python = engine == "python"
+    scopes = Scopes("".join(lines)) if python else CppScopes("".join(lines))
+    wanted = scope_of(hunk) if python else cpp_scope_of(hunk)
+    header = ([header_name(hunk)] if header_name(hunk) else []) if python else [] if wanted else cpp_name(hunk.header)
+    if (wanted and not scopes.has(wanted)) or (header and not scopes.has(header) and not wanted):
+        missing = wanted[-1] if wanted else "::".join(header)
+        if not any(scopes.norm(t) and scopes.norm(t) in {scopes.norm(x) for x in lines}
+                   for k, t in hunk.lines if k == "-"):
             return "absent"
         raise TransformFailed(f"{hunk.label}: its scope `{missing}` is not in this file, but lines it removes are")
 
-    if any((m := DEF.match(t)) and not m[1] for k, t in hunk.lines if k == " "):
-        header = None  # the hunk shows its own top-level def/class: git's header names what lies above it
+    if python and any((m := DEF.match(t)) and not m[1] for k, t in hunk.lines if k == " "):
+        header = []  # the hunk shows its own top-level def/class: git's header names what lies above it
 
     def confirmed(start: int, probe: int) -> bool:
         """The place whose block starts at line index `start` and whose first change is at `probe`."""
         chain = scopes.chain(probe + 1)
-        return fits(chain, wanted) and (not header or header in chain or header_above(lines, start, header))
+        return fits(chain, wanted) and (not header or fits(chain, header) and header[-1] in chain
+                                        or scopes.header_above(lines, start, header))
 
     old, new = hunk.old, hunk.new
     found_old = [p for p in exact(old, lines) if confirmed(p, p + probe_row(hunk, "-"))]
@@ -335,8 +426,9 @@ def exact(block: list[str], lines: list[str]) -> list[int]:
     return [i for i in range(len(lines) - len(block) + 1) if lines[i:i + len(block)] == block]
 
 
-def place_normalised(hunk: Hunk, lines: list[str], scopes: Scopes, confirmed):
+def place_normalised(hunk: Hunk, lines: list[str], scopes, confirmed):
     """Steps 2 and 3: normalised lines, then trimmed context with the scope confirmed."""
+    norm = scopes.norm
     rows = [(i, k, norm(t)) for i, (k, t) in enumerate(hunk.lines) if norm(t)]
     targets = [(i, norm(t)) for i, t in enumerate(lines) if norm(t)]
     removed = [i for i, k, _ in rows if k == "-"]
@@ -348,7 +440,8 @@ def place_normalised(hunk: Hunk, lines: list[str], scopes: Scopes, confirmed):
         for lead in range(max(trim - MAX_TRIM, 0), min(trim, MAX_TRIM) + 1):
             tail = trim - lead
             core_old = trimmed(olds, lead, tail)
-            if core_old is None or (trim and not (scope_of(hunk) or header_name(hunk))):
+            if core_old is None or (trim and not (scope_of(hunk) or header_name(hunk) or scopes.norm is norm_cpp
+                                                  and (cpp_scope_of(hunk) or cpp_name(hunk.header)))):
                 continue
             if trim and not any(k == "-" for _, k, _ in core_old) and len(core_old) < 2:
                 continue
@@ -362,8 +455,8 @@ def place_normalised(hunk: Hunk, lines: list[str], scopes: Scopes, confirmed):
             if p == "present":
                 return p
             if p is not None:
-                return splice(hunk, lines, targets[p:p + len(core_old)], core_old)
-    if removed and not any(resembles(hunk, i, targets) for i in removed):
+                return splice(hunk, lines, targets[p:p + len(core_old)], core_old, norm)
+    if removed and not any(resembles(hunk, i, targets, norm) for i in removed):
         return "absent"  # nothing like the lines it removes is in the file: the code is not there
     differing = next((hunk.lines[i][1].strip() for i, k, _ in olds if k == "-" and
                       norm(hunk.lines[i][1]) not in {t for _, t in targets}), None)
@@ -401,7 +494,7 @@ def seq(rows: list, targets: list, hunk: Hunk, lines: list[str]) -> list[int]:
     return out
 
 
-def resembles(hunk: Hunk, row: int, targets: list, at_least: float = 0.75, near: int = 8) -> bool:
+def resembles(hunk: Hunk, row: int, targets: list, norm=norm, at_least: float = 0.75, near: int = 8) -> bool:
     """Whether the removed line `row` is in the target, or a line close to it is with
     one of the hunk's context lines near it: the code is there and differs (failed),
     rather than not there at all (not-applicable)."""
@@ -417,7 +510,7 @@ def resembles(hunk: Hunk, row: int, targets: list, at_least: float = 0.75, near:
     return False
 
 
-def splice(hunk: Hunk, lines: list[str], matched: list, core: list):
+def splice(hunk: Hunk, lines: list[str], matched: list, core: list, norm=norm):
     """The target span of `matched` rewritten: its context lines kept as they are,
     removed lines dropped, added lines re-indented and put where the hunk has them."""
     first_hunk_row = core[0][0]

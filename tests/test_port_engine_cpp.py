@@ -1,0 +1,135 @@
+"""The port engine on C/C++ files: scopes read with tree-sitter (engines/cpp.py)
+and git's section header (`@@ ... @@ void Worker::Run() {`, qualifiers
+included), so a hunk whose context drifted is placed in its own function and
+never in a sibling with the same body. Diffs made by git from our own text;
+each target is a release-like change of it."""
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from fixmono.apply.contract import apply_change
+from fixmono.engines.port import CppScopes, cpp_name, diff_fix
+from fixmono.model.outcome import Status
+from fixmono.model.patchfile import parse_patch
+
+PATH = "xla/service/worker.cc"
+BASE = """#include "xla/service/worker.h"
+
+namespace xla {
+
+void Helper::Run() {
+  int budget = Budget();
+  Prepare(budget);
+  Check(budget);
+  Log(budget);
+  Work(budget);
+  Finish(budget);
+}
+
+void Worker::Run() {
+  int budget = Budget();
+  Prepare(budget);
+  Check(budget);
+  Log(budget);
+  Work(budget);
+  Finish(budget);
+}
+
+}  // namespace xla
+"""
+
+
+def fixed(text: str) -> str:
+    """The fix: Worker::Run works on a clamped budget (Helper::Run is left alone)."""
+    head, worker = text.split("void Worker::Run() {\n", 1)
+    return head + "void Worker::Run() {\n" + worker.replace("  Work(budget);\n", "  Work(std::max(budget, 0));\n", 1)
+
+
+def git_diff(tmp_path: Path, before: str, after: str) -> str:
+    repo = tmp_path / "made"
+    (repo / Path(PATH).parent).mkdir(parents=True)
+    run = lambda *a: subprocess.run(["git", "-C", str(repo), *a], capture_output=True, text=True, check=True)  # noqa: E731
+    run("init", "-q")
+    (repo / PATH).write_text(before)
+    run("add", "-A")
+    run("-c", "user.name=T", "-c", "user.email=t@x", "commit", "-qm", "base")
+    (repo / PATH).write_text(after)
+    return run("diff").stdout
+
+
+def git_apply(tmp_path: Path, diff: str, text: str) -> str | None:
+    where = tmp_path / "apply"
+    (where / Path(PATH).parent).mkdir(parents=True, exist_ok=True)
+    (where / PATH).write_text(text)
+    proc = subprocess.run(["git", "apply", "-"], cwd=where, input=diff, capture_output=True, text=True)
+    return (where / PATH).read_text() if proc.returncode == 0 else None
+
+
+MOVED = BASE.replace("namespace xla {\n", "namespace xla {\n\nint Budget() {\n  return 4;\n}\n")
+# Worker::Run's first context line changed; Helper::Run's identical lines did not: `git apply` (offset)
+# and `patch` put the change into Helper::Run, the engine into Worker::Run (its header names it)
+DRIFTED = BASE.replace("void Worker::Run() {\n  int budget = Budget();\n  Prepare(budget);\n",
+                       "void Worker::Run() {\n  int budget = Budget(/*floor=*/1);\n  Prepare(budget, true);\n")
+TARGETS = {  # name: (target text, the status, the text the engine must give or None)
+    "as made": (BASE, "applied", fixed(BASE)),
+    "a function above": (MOVED, "applied", fixed(MOVED)),
+    "its context drifted, the sibling's did not": (DRIFTED, "applied", fixed(DRIFTED)),
+    "already fixed": (fixed(MOVED), "already-applied", None),
+    "renamed, its lines in the sibling": (BASE.replace("Worker::Run", "Worker::Start"), "failed", None),
+    "the function is not there": (BASE.split("void Worker::Run")[0].replace("Work(budget)", "Work(budget * 2)")
+                                  + "}  // namespace xla\n", "not-applicable", None),
+}
+
+
+@pytest.fixture(scope="module")
+def fix(tmp_path_factory):
+    diff = git_diff(tmp_path_factory.mktemp("diff"), BASE, fixed(BASE))
+    assert "@@ void Worker::Run() {" in diff  # git's default section header for a .cc file
+    return diff, diff_fix(parse_patch(diff, "worker.patch"), "xla", "worker")
+
+
+@pytest.mark.parametrize("name", TARGETS)
+def test_a_cpp_hunk_goes_into_its_own_function(tmp_path, fix, name):
+    diff, port = fix
+    text, status, want = TARGETS[name]
+    (change,) = port.changes
+    outcome = apply_change(change, text)
+    assert outcome.status.value == status, outcome.detail
+    assert outcome.new_text == want
+    by_git = git_apply(tmp_path, diff, text)
+    if name == "its context drifted, the sibling's did not":  # git apply finds the sibling's lines, unchanged
+        assert by_git is not None and by_git.split("void Worker::Run")[0].count("std::max") == 1
+    elif by_git is not None and status == "applied":
+        assert outcome.new_text == by_git  # where git apply is right, the same bytes
+
+
+def test_the_scope_of_a_cpp_line():
+    scopes = CppScopes(BASE)
+    line = BASE.splitlines().index("  Work(budget);", 10) + 1
+    assert scopes.chain(line) == ["xla", "Worker", "Run"]
+    assert cpp_name("absl::Status Foo<T>::Bar(int x) {") == ["Foo", "Bar"]
+    assert cpp_name("class Worker : public Base {") == ["Worker"] and cpp_name("}  // namespace xla") == []
+
+
+def test_an_edit_that_breaks_the_parse_is_refused(tmp_path, fix):
+    diff = git_diff(tmp_path, BASE, BASE.replace("  Finish(budget);\n}\n\n}", "  Finish(budget);\n\n}", 1))
+    port = diff_fix(parse_patch(diff, "broken.patch"), "xla", "broken")
+    outcome = apply_change(port.changes[0], BASE)
+    assert outcome.status is Status.FAILED and "parse errors" in outcome.detail
+
+
+def test_a_hunk_that_shows_its_own_function_line(tmp_path):
+    """Short functions: the hunk's context holds `void Worker::Run() {` and git's
+    header names the function above it (Helper::Run); the engine takes the
+    function the hunk shows, and places it there when its neighbour drifted."""
+    short = BASE.replace("  Check(budget);\n  Log(budget);\n", "")
+    diff = git_diff(tmp_path, short, fixed(short))
+    assert "@@ void Helper::Run() {" in diff
+    port = diff_fix(parse_patch(diff, "short.patch"), "xla", "short")
+    drifted = short.replace("void Worker::Run() {\n  int budget = Budget();\n",
+                            "void Worker::Run() {\n  int budget = Budget(/*floor=*/1);\n")
+    outcome = apply_change(port.changes[0], drifted)
+    assert outcome.status is Status.APPLIED and outcome.new_text == fixed(drifted), outcome.detail
