@@ -225,3 +225,27 @@ def test_the_added_lines_names_must_be_bound_where_they_go(tmp_path, added, ok):
         assert result.status is Status.APPLIED and result.new_text == after, result.detail
     else:
         assert result.status is Status.FAILED and "not defined where they go" in result.detail, result.detail
+
+
+def test_a_function_the_target_already_defines_elsewhere_is_not_added_twice():
+    """The diff adds a method after `first`; the target already has it, moved below
+    `second` and reformatted: adding it again would silently replace it."""
+    from fixmono.apply.contract import apply_change
+    from fixmono.engines.port import diff_fix
+    from fixmono.model.patchfile import parse_patch
+
+    before = "class A:\n    def first(self):\n        return 1\n\n    def second(self):\n        return 2\n"
+    diff = ("--- a/pkg/a.py\n+++ b/pkg/a.py\n@@ -1,5 +1,8 @@ class A:\n class A:\n     def first(self):\n"
+            "         return 1\n \n+    def helper(self):\n+        return 3\n+\n     def second(self):\n")
+    (change,) = diff_fix(parse_patch(diff, "helper.patch"), "pytorch", "helper").changes
+    assert apply_change(change, before).new_text == before.replace("    def second", "    def helper(self):\n"
+                                                                   "        return 3\n\n    def second")
+    moved = before + "\n    def helper(self):\n        return 3  # moved here\n"
+    outcome = apply_change(change, moved)
+    assert outcome.status.value == "failed" and "already defined" in outcome.detail, outcome.detail
+    setter = ("class A:\n    @property\n    def first(self):\n        return 1\n\n    def second(self):\n"
+              "        return 2\n")
+    prop = ("--- a/pkg/a.py\n+++ b/pkg/a.py\n@@ -3,4 +3,8 @@ class A:\n     def first(self):\n         return 1\n \n"
+            "+    @first.setter\n+    def first(self, value):\n+        pass\n+\n     def second(self):\n")
+    (change,) = diff_fix(parse_patch(prop, "setter.patch"), "pytorch", "setter").changes
+    assert apply_change(change, setter).status.value == "applied"  # a setter is not a second definition

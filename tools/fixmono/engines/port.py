@@ -239,6 +239,7 @@ class DiffTransform:
         if changed and python:
             try:
                 check_names(new, added_at, self.path)
+                check_no_second_definition(new, added_at, self.path)
             except SyntaxError as err:
                 raise TransformFailed(f"the result does not parse (line {err.lineno}: {err.msg})") from None
         if changed and self.engine == "cpp" and (after := CppScopes(new).errors) > errors:
@@ -620,6 +621,33 @@ def scope_names(scope: ast.AST) -> dict[str, set[int]]:
     return names
 
 
+def check_no_second_definition(source: str, added_rows: list[int], path: str) -> None:
+    """A def or class the diff adds must not name one already defined beside it by
+    lines it does not add: its function is there in another form (moved,
+    reformatted), and a second definition would silently replace the first.
+    Property setters, overloads and `_` are not second definitions."""
+    rows = {r + 1 for r in added_rows}
+
+    def alternative(node) -> bool:
+        return node.name == "_" or any(
+            isinstance(d, ast.Attribute) and d.attr in ("setter", "getter", "deleter", "register")
+            or "overload" in ast.unparse(d) for d in node.decorator_list)
+
+    for parent in ast.walk(ast.parse(source)):
+        for field in ("body", "orelse", "finalbody"):
+            body = getattr(parent, field, None)
+            if not isinstance(body, list):
+                continue
+            defs = [n for n in body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                    and not alternative(n)]
+            for node in defs:
+                if node.lineno in rows and (old := next((o for o in defs if o.name == node.name
+                                                          and o.lineno not in rows), None)):
+                    raise TransformFailed(f"{path}: the diff adds `{node.name}` (line {node.lineno}) where one is "
+                                          f"already defined (line {old.lineno}): it is here in another form; "
+                                          "refusing to define it twice")
+
+
 def check_names(source: str, added_rows: list[int], path: str) -> None:
     """Every name an added line reads is bound where that line can see it (its
     function or an enclosing one, the module, a builtin; class bodies are not
@@ -636,19 +664,30 @@ def check_names(source: str, added_rows: list[int], path: str) -> None:
         return name in BUILTINS or any(n not in rows or n < line for scope in scopes for n in scope.get(name, ()))
 
     def visit(node: ast.AST, scopes: list[dict], own: dict | None = None) -> None:
-        """`own`: the names of the class whose body `node` is (seen there, not in its methods)."""
+        """`node` and all under it; `own`: the names of the class whose body it is
+        in (seen there, not in its methods). A function's decorators and
+        defaults are read where it is defined, its body in its own scope."""
+        here = scopes + [own] if own else scopes
+        if isinstance(node, FUNCTIONS):
+            for part in [*getattr(node, "decorator_list", []), *node.args.defaults,
+                         *(d for d in node.args.kw_defaults if d is not None)]:
+                visit(part, here)
+            inner = scopes + [scope_names(node)]
+            for part in node.body if isinstance(node.body, list) else [node.body]:
+                visit(part, inner)
+            return
+        if isinstance(node, ast.ClassDef):
+            for part in [*node.decorator_list, *node.bases, *node.keywords]:
+                visit(part, here)
+            for part in node.body:
+                visit(part, scopes, scope_names(node))
+            return
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.lineno in rows \
+                and not sees(here, node.id, node.lineno):
+            raise TransformFailed(f"{path}: the diff's added lines use `{node.id}` (line {node.lineno}), "
+                                  "which is not defined where they go (nor imported)")
         for child in ast.iter_child_nodes(node):
-            if isinstance(child, FUNCTIONS):
-                visit(child, scopes + [scope_names(child)])
-            elif isinstance(child, ast.ClassDef):
-                visit(child, scopes, scope_names(child))
-            else:
-                here = scopes + [own] if own else scopes
-                if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Load) and child.lineno in rows \
-                        and not sees(here, child.id, child.lineno):
-                    raise TransformFailed(f"{path}: the diff's added lines use `{child.id}` (line {child.lineno}), "
-                                          "which is not defined where they go (nor imported)")
-                visit(child, here)
+            visit(child, scopes, own)
 
     visit(tree, [scope_names(tree)])
 
