@@ -281,12 +281,15 @@ def added_lines(before: str, after: str) -> list[tuple[str, tuple[str, ...]]]:
 def misplaced(before: str, after: str, wanted: list[tuple[str, tuple]]) -> str | None:
     """Where an added line lies in another def/class chain than in the main commit (None: none does)."""
     where: dict[str, set] = {}
-    names = {name for _, _, name in chains(before)}
     for text, chain in wanted:
-        if all(name in names for name in chain):  # a def/class this release lacks (renamed since): not judged
-            where.setdefault(text, set()).add(chain)
+        where.setdefault(text, set()).add(chain)
+    names = {name for _, _, name in chains(before)}
     for text, chain in added_lines(before, after):
-        if text in where and chain not in where[text]:  # a line the diff does not add: difflib's choice, not judged
+        if text not in where or not any(c.isalnum() for c in text):
+            continue  # a line the diff does not add, or a lone `)`: difflib's choice of line, not judged
+        if any(not all(name in names for name in c) for c in where[text]):
+            continue  # the main commit has it in a def/class this release lacks (renamed since): not judged
+        if chain not in where[text]:
             return f"`{text}` in {'.'.join(chain) or '<module>'}, the main commit has it in " \
                    f"{' / '.join('.'.join(c) or '<module>' for c in sorted(where[text]))}"
     return None

@@ -120,7 +120,7 @@ class Frames:
                     "\n".join("".join(h.new) for h in self.diff.hunks))
         olds, news, lines = [], [], 0
         for hunk in self.diff.hunks:
-            frame = stand_alone(hunk)
+            frame = stand_alone(hunk, named=header_name(hunk) != last_def(olds))
             if frame is None:
                 raise FixDeclarationError(f"{self.diff.path}: {hunk.label}: no stand-alone fixture can be made of "
                                           "it (give this file a Fixture by hand)")
@@ -139,7 +139,14 @@ class Frames:
         return self.texts[1]
 
 
-def stand_alone(hunk: Hunk) -> tuple[tuple[str, str, str], tuple[str, str, str]] | None:
+def last_def(texts: list[str]) -> str | None:
+    """The name of the last def/class line of the frames so far: where a hunk's
+    header names it, the hunk continues that function (no wrapper of that name)."""
+    names = [m[2] for text in texts for m in [DEF.match(line) for line in text.splitlines()] if m]
+    return names[-1] if names else None
+
+
+def stand_alone(hunk: Hunk, named: bool = True) -> tuple[tuple[str, str, str], tuple[str, str, str]] | None:
     """The hunk's old and new lines framed so that both parse as module code
     and the engine finds the hunk's scope: (head, old, tail), (head, new,
     tail); None when no frame does."""
@@ -147,7 +154,7 @@ def stand_alone(hunk: Hunk) -> tuple[tuple[str, str, str], tuple[str, str, str]]
     code_before = False
     for in_string in (False, True):  # inside a docstring only where its old lines are not code
         for lines in (hunk.old, hunk.new):
-            for head, tail in frames(lines, hunk):
+            for head, tail in frames(lines, hunk, named):
                 if bool(head and head[-1].lstrip().startswith(STRING_OPENERS)) != in_string:
                     continue
                 head, tail = "".join(head), "".join(tail)
@@ -168,7 +175,7 @@ def parses(text: str) -> bool:
     return True
 
 
-def frames(lines: list[str], hunk: Hunk):
+def frames(lines: list[str], hunk: Hunk, named: bool = True):
     """Candidate (head, tail) line lists around `lines`, most likely first:
     for each string the fragment may start inside (none, a docstring), each
     statement its unopened brackets may belong to, and each way to end it."""
@@ -184,7 +191,7 @@ def frames(lines: list[str], hunk: Hunk):
             opener_indents = [indent(lines[closing]), *starts, ""]
         else:
             opener_indents = [""]
-        for name in (header_name(hunk), None):
+        for name in (header_name(hunk) if named else None, None):
             for where in dict.fromkeys(opener_indents):
                 for opener in openers(closed, quote, lines[closing].rstrip().endswith(":"), name):
                     head = [f"{where}{opener}{eol}"] if opener else []
