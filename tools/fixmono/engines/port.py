@@ -27,6 +27,7 @@ import ast
 import builtins
 import dataclasses
 import difflib
+import functools
 import re
 from pathlib import Path
 
@@ -73,25 +74,17 @@ def header_name(hunk: Hunk) -> str | None:
     return match[2] if match else None
 
 
-def norm(line: str) -> str:
+def norm(line: str, comment: str = "#") -> str:
     """A line as tokens: spaces collapsed, a comment dropped (a trailing one only where no string could hold it)."""
     text = line.strip()
-    if text.startswith("#"):
+    if text.startswith(comment):
         return ""
-    if "#" in text and "'" not in text and '"' not in text:
-        text = text.split("#", 1)[0].rstrip()
+    if comment in text and "'" not in text and '"' not in text:
+        text = text.split(comment, 1)[0].rstrip()
     return " ".join(text.split())
 
 
-def norm_cpp(line: str) -> str:
-    """A C/C++ line as tokens: a `//` comment dropped (a trailing one only where no string could hold it);
-    preprocessor lines kept (they are code)."""
-    text = line.strip()
-    if text.startswith("//"):
-        return ""
-    if "//" in text and "'" not in text and '"' not in text:
-        text = text.split("//", 1)[0].rstrip()
-    return " ".join(text.split())
+norm_cpp = functools.partial(norm, comment="//")  # C/C++: `#` lines are preprocessor code, kept
 
 
 def indent_of(line: str) -> str:
