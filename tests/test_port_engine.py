@@ -249,3 +249,81 @@ def test_a_function_the_target_already_defines_elsewhere_is_not_added_twice():
             "+    @first.setter\n+    def first(self, value):\n+        pass\n+\n     def second(self):\n")
     (change,) = diff_fix(parse_patch(prop, "setter.patch"), "pytorch", "setter").changes
     assert apply_change(change, setter).status.value == "applied"  # a setter is not a second definition
+
+
+# Found by tools/bench_backports.py on real backports (the commits named); each made here from our own text.
+def tuple_returns(n: int, extra: str = "") -> str:
+    nones = "        None,\n" * 5
+    return "".join(f"def backward_{i}(ctx, grad):\n    return (\n        grad,\n{nones}{extra}    )\n\n\n"
+                   for i in range(n))
+
+
+def test_the_same_edit_in_several_places_is_made_in_each(tmp_path):
+    """TE release_v0.8 (d3d7ed2c89): `None,` added to three identical return tuples.
+    Each hunk's post-image must not be judged by the lines an earlier hunk wrote."""
+    before = tuple_returns(3)
+    after = tuple_returns(3, "        None,\n")
+    diff = git_diff(before, after, tmp_path)
+    assert diff.count("\n@@ -") == 3
+    _, result = outcome(diff, before)  # each at the line it names: as git apply does
+    assert result.status is Status.APPLIED and result.new_text == after == git_apply(diff, before, tmp_path), \
+        result.detail
+    for moved in ("import torch\n\n\n" + before, "import torch\n\n\n" + after):
+        # the added `None,` is like its neighbours: with and without it the file shows the diff's lines
+        # alike; where the named line moved, that is failed, never a guess either way
+        _, result = outcome(diff, moved)
+        assert result.status is Status.FAILED and "cannot tell" in result.detail, result.detail
+
+
+def test_a_later_hunk_finds_a_function_an_earlier_hunk_renamed(tmp_path):
+    """TE 7d6c1d02dd: hunk 1 renames the def, hunk 2's header names the old name."""
+    body = "".join(f"    v{i} = x + {i}\n" for i in range(12))
+    before = f"def split(x):\n{body}    return v11\n"
+    after = before.replace("def split(x):", "def split_last(x):").replace("return v11", "return v11 * 2")
+    diff = git_diff(before, after, tmp_path)
+    assert "@@ def split(x):" in diff
+    _, result = outcome(diff, "import os\n\n\n" + before)
+    assert result.status is Status.APPLIED and result.new_text == "import os\n\n\n" + after, result.detail
+
+
+def test_a_file_half_rewritten_need_not_parse(tmp_path):
+    """TE 5f1eaffde8: hunk 1 opens a `try:` that hunk 2 closes."""
+    middle = "".join(f"        print({i})\n" for i in range(10))
+    before = f"def run(flag):\n    print('start')\n    if flag:\n{middle}    print('stop')\n"
+    after = before.replace("    if flag:\n", "    try:\n").replace("    print('stop')\n",
+                                                                "    except KeyError:\n        pass\n    print('stop')\n")
+    diff = git_diff(before, after, tmp_path)
+    assert diff.count("\n@@ -") == 2  # after the first hunk alone, a `try:` with no `except`: no parse
+    _, result = outcome(diff, "import os\n\n\n" + before)
+    assert result.status is Status.APPLIED and result.new_text == "import os\n\n\n" + after, result.detail
+
+
+@pytest.mark.parametrize("before, after", [
+    # hub f6343cb55f: a helper the diff adds below the function that calls it
+    ("def load(card):\n    return card\n",
+     "def load(card):\n    return _update(card)\n\n\ndef _update(card):\n    return card\n"),
+    # datasets 4bedb7dcba: `:=` binds on the line that reads it
+    ("def protocols(fs):\n    return fs\n",
+     "def protocols(fs):\n    return (p,) if isinstance(p := fs.protocol, str) else p\n"),
+    # Lightning 74d46d655d: a nested function reads a name its enclosing function binds below it
+    ("def test():\n    return 1\n",
+     "def test():\n    def inner():\n        return PATH\n\n    PATH = 'x'\n    return inner()\n"),
+])
+def test_names_bound_where_python_finds_them_when_the_code_runs(tmp_path, before, after):
+    _, result = outcome(git_diff(before, after, tmp_path), before)
+    assert result.status is Status.APPLIED and result.new_text == after, result.detail
+
+
+def test_a_global_the_diff_removes_that_this_release_still_reads_is_refused(tmp_path):
+    """TE fb749619ed @ v1.10: the diff drops module globals; the older release
+    still reads them in code outside the hunks. Where only the diff's own lines
+    read it, the author saw it: not this check's business."""
+    filler = "".join(f"\ndef f{i}():\n    return {i}\n\n" for i in range(6))
+    before = f"_GEMM = 1\n\n{filler}\ndef gemm():\n    return 2\n"
+    after = f"{filler}\ndef gemm():\n    return 2\n".removeprefix("\n")
+    diff = git_diff(before, after, tmp_path)
+    _, fine = outcome(diff, before)
+    assert fine.status is Status.APPLIED
+    older = before.replace("    return 2\n", "    return _GEMM * 2\n")
+    _, result = outcome(diff, older)
+    assert result.status is Status.FAILED and "`_GEMM` is read" in result.detail, result.detail

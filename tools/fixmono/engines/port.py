@@ -202,27 +202,28 @@ class DiffTransform:
 
     def rewrite(self, source: str) -> Rewrite:
         python = self.engine == "python"
-        errors = 0
+        scopes = errors = None
         if python:
-            Scopes(source)  # the target must parse
+            scopes = Mapped(Scopes(source), source, renames(self.hunks))  # the target must parse; read once
         elif self.engine == "cpp":
-            errors = CppScopes(source).errors  # what it has as written (macros, #if branches): not to grow
+            found = CppScopes(source)
+            scopes, errors = Mapped(found, source), found.errors  # errors as written (macros, #if): not to grow
         lines = lines_of(source)
-        changed, present, absent, added_at = [], [], [], []
+        changed, present, absent = [], [], []
         offset = 0
-        for n, hunk in enumerate(self.hunks, 1):
-            name = f"{hunk.label}"
-            result = place(hunk, lines, hunk.start - 1 + offset, self.engine)
+        for hunk in self.hunks:
+            result = place(hunk, lines, hunk.start - 1 + offset, scopes)
             if result == "present":
-                present.append(name)
+                present.append(hunk.label)
             elif result == "absent":
-                absent.append(name)
+                absent.append(hunk.label)
             else:
                 start, stop, replacement, new_rows = result
+                if scopes:
+                    scopes.replaced(start, stop, lines[start:stop], replacement, new_rows)
                 lines[start:stop] = replacement
-                added_at += [start + r for r in new_rows]
                 offset += len(replacement) - (stop - start)
-                changed.append(name)
+                changed.append(hunk.label)
         if absent and (changed or present):
             raise TransformFailed(f"{', '.join(absent)}: its code is not in this file while the other hunks are "
                                   "(refusing half a diff)")
@@ -230,14 +231,81 @@ class DiffTransform:
             raise NotApplicable(f"the code the diff changes ({absent[0]})")
         new = "".join(lines)
         if changed and python:
+            added_at = scopes.added()
             try:
                 check_names(new, added_at, self.path)
                 check_no_second_definition(new, added_at, self.path)
+                check_nothing_unbound(source, new, scopes.shown(), self.path)
             except SyntaxError as err:
                 raise TransformFailed(f"the result does not parse (line {err.lineno}: {err.msg})") from None
         if changed and self.engine == "cpp" and (after := CppScopes(new).errors) > errors:
             raise TransformFailed(f"the result would add parse errors ({errors} -> {after}); refusing it")
         return Rewrite(new, len(changed), len(present), tuple(changed), tuple(present))
+
+
+def renames(hunks: tuple[Hunk, ...]) -> dict[str, str]:
+    """The defs and classes the diff renames: a removed and an added def/class line
+    at the same indentation in one hunk, with other names."""
+    found = {}
+    for hunk in hunks:
+        removed = [m for k, t in hunk.lines if k == "-" and (m := DEF.match(t))]
+        added = [m for k, t in hunk.lines if k == "+" and (m := DEF.match(t))]
+        for old, new in zip(removed, added):
+            if old[1] == new[1] and old[2] != new[2]:
+                found[old[2]] = new[2]
+    return found
+
+
+class Mapped:
+    """The scopes of the text as it was, read through a map from the lines as
+    they are now (earlier hunks applied) back to the original lines: one parse
+    per file, a half-rewritten text need not parse, and a name an earlier hunk
+    renamed is still found by the name git's header gives."""
+
+    def __init__(self, scopes, source: str, renamed: dict[str, str] | None = None):
+        self.scopes, self.norm, self.names = scopes, scopes.norm, scopes.names
+        self.renamed = renamed or {}  # def/class names the diff itself renames: old -> new
+        self.origin: list[int | None] = list(range(len(lines_of(source))))  # None: written by an earlier hunk
+        self.hunks = [False] * len(self.origin)  # lines a hunk's block covers (the diff shows them)
+
+    def has(self, names: list[str]) -> bool:
+        return self.scopes.has(names)
+
+    def as_here(self, names: list[str]) -> list[str]:
+        """`names` as this file has them: a scope the diff renames is found by its new name in its own post-image."""
+        if not names or self.scopes.has(names) or names[-1] not in self.renamed:
+            return names
+        return [*names[:-1], self.renamed[names[-1]]]
+
+    def header_above(self, lines: list[str], at: int, name: list[str]) -> bool:
+        return self.scopes.header_above(lines, at, name)
+
+    def chain(self, line: int) -> list[str]:
+        """The chain of 1-based current `line`: its original line's, or (a written
+        line) that of the nearest original line above it."""
+        i = min(line - 1, len(self.origin) - 1)
+        while i >= 0 and self.origin[i] is None:
+            i -= 1
+        return self.scopes.chain(self.origin[i] + 1) if i >= 0 else []
+
+    def written(self, start: int, count: int) -> bool:
+        """Whether any of `count` current lines from `start` was written by an earlier hunk."""
+        return any(o is None for o in self.origin[start:start + count])
+
+    def replaced(self, start: int, stop: int, old: list[str], new: list[str], added_rows: list[int]) -> None:
+        added, origin = set(added_rows), [None] * len(new)
+        for a, b, size in difflib.SequenceMatcher(None, old, new, autojunk=False).get_matching_blocks():
+            for k in range(size):  # a kept line keeps its origin; an added one has none
+                if b + k not in added:
+                    origin[b + k] = self.origin[start + a + k]
+        self.origin[start:stop] = origin
+        self.hunks[start:stop] = [True] * len(new)
+
+    def added(self) -> list[int]:
+        return [i for i, o in enumerate(self.origin) if o is None]
+
+    def shown(self) -> list[int]:
+        return [i for i, covered in enumerate(self.hunks) if covered]
 
 
 def kind_of(path: str) -> str:
@@ -311,16 +379,16 @@ class Renamed:
                 FileOutcome(self.old, Status.APPLIED, f"{self.old}: renamed away", None)]
 
 
-def place(hunk: Hunk, lines: list[str], expected: int, engine: str = "python"):
-    """Where `hunk` goes in `lines` (a file of `engine`'s kind): (start, stop,
-    replacement lines, rows of added lines in the replacement), "present", or
-    "absent"; TransformFailed when unsure."""
-    if engine == "text":
+def place(hunk: Hunk, lines: list[str], expected: int, scopes: "Mapped | None"):
+    """Where `hunk` goes in `lines` (`scopes`: the file's, None outside Python
+    and C/C++): (start, stop, replacement lines, rows of added lines in the
+    replacement), "present", or "absent"; TransformFailed when unsure."""
+    if scopes is None:
         return place_exactly(hunk, lines, expected)
-    python = engine == "python"
-    scopes = Scopes("".join(lines)) if python else CppScopes("".join(lines))
-    wanted = scope_of(hunk) if python else cpp_scope_of(hunk)
-    header = ([header_name(hunk)] if header_name(hunk) else []) if python else [] if wanted else cpp_name(hunk.header)
+    python = isinstance(scopes.scopes, Scopes)
+    wanted = scopes.as_here(scope_of(hunk) if python else cpp_scope_of(hunk))
+    header = scopes.as_here(([header_name(hunk)] if header_name(hunk) else []) if python
+                            else [] if wanted else cpp_name(hunk.header))
     if (wanted and not scopes.has(wanted)) or (header and not scopes.has(header) and not wanted):
         missing = wanted[-1] if wanted else "::".join(header)
         if not any(scopes.norm(t) and scopes.norm(t) in {scopes.norm(x) for x in lines}
@@ -339,8 +407,10 @@ def place(hunk: Hunk, lines: list[str], expected: int, engine: str = "python"):
 
     old, new = hunk.old, hunk.new
     found_old = [p for p in exact(old, lines) if confirmed(p, p + probe_row(hunk, "-"))]
-    found_new = [p for p in exact(new, lines) if confirmed(p, p + probe_row(hunk, "+"))]
-    at = choose(hunk, found_old, found_new, expected, "its lines", (len(old), len(new)))
+    found_new = [p for p in exact(new, lines) if confirmed(p, p + probe_row(hunk, "+"))
+                 and not scopes.written(p, len(new))]  # an earlier hunk's own lines are not this one applied
+    at = choose(hunk, found_old, found_new, expected, "its lines", (len(old), len(new)),
+                expected + hunk.new_start - hunk.start)
     if at is not None:
         return at if at == "present" else (at, at + len(old), new, added_rows(hunk))
     return place_normalised(hunk, lines, scopes, confirmed)
@@ -370,18 +440,26 @@ def place_exactly(hunk: Hunk, lines: list[str], expected: int):
 
 
 def choose(hunk: Hunk, found_old: list[int], found_new: list[int], expected: int | None, what: str,
-           sizes: tuple[int, int] | None = None):
+           sizes: tuple[int, int] | None = None, expected_new: int | None = None):
     """From the places of the hunk's old and new lines: "present", the one place
     to apply at (the line the hunk names where it is one of them), or None when
     neither is there; TransformFailed when it cannot tell."""
     pure_addition = not any(k == "-" for k, _ in hunk.lines)
+    if expected is not None and expected in found_old:
+        return expected  # its lines exactly at the line it names: where git apply puts it, whatever else is here
+    if expected_new is not None and expected_new in found_new and pure_addition:
+        return "present"  # its post-image exactly at the line it names there
     if sizes:  # new lines found inside a place of the old ones (lines removed at one end): not applied yet
         found_new = [q for q in found_new if not any(p <= q and q + sizes[1] <= p + sizes[0] for p in found_old)]
+    if sizes and pure_addition and any(q <= p and p + sizes[0] <= q + sizes[1] for p in found_old for q in found_new):
+        raise TransformFailed(f"{hunk.label}: the lines it adds are like the lines around them, so the file looks the "
+                              "same with and without it, and the line it names has moved: cannot tell whether it "
+                              "is applied")
     if found_new and (not found_old or pure_addition):  # context alone stays in the file once lines are added
         return "present"
-    if found_new and expected not in found_old:
+    if found_new and expected not in found_old and len(found_old) != 1:
         raise TransformFailed(f"{hunk.label}: both its old and its new lines are in the file; cannot tell whether "
-                              "it is applied")  # old lines at the line the hunk names: git apply applies there
+                              "it is applied")  # old lines at the named line, or at one place: git apply's place
     if found_old:
         return expected if expected in found_old else one(found_old, hunk, what)
     return None
@@ -444,7 +522,8 @@ def place_normalised(hunk: Hunk, lines: list[str], scopes, confirmed):
             at_old = [p for p in seq(core_old, targets, hunk, lines)
                       if confirmed(targets[p][0], probe(core_old, targets, p))]
             at_new = [p for p in seq(core_new, targets, hunk, lines)
-                      if confirmed(targets[p][0], probe(core_new, targets, p))]
+                      if confirmed(targets[p][0], probe(core_new, targets, p))
+                      and not any(scopes.written(t, 1) for t, _ in targets[p:p + len(core_new)])]
             p = choose(hunk, at_old, at_new, None, "its lines (as tokens)", (len(core_old), len(core_new)))
             if p == "present":
                 return p
@@ -641,25 +720,12 @@ def check_no_second_definition(source: str, added_rows: list[int], path: str) ->
                                           "refusing to define it twice")
 
 
-def check_names(source: str, added_rows: list[int], path: str) -> None:
-    """Every name an added line reads is bound where that line can see it (its
-    function or an enclosing one, the module, a builtin; class bodies are not
-    seen from their methods, as Python has it) by a line that is not added, or
-    by an added line above it. So `x = f(x)` added where no `x` exists fails, as
-    does a name bound only in some other function of the file (the diff was
-    made where a variable had another name)."""
-    tree = ast.parse(source)
-    if any(a.name == "*" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names):
-        return  # a star import: the module's names cannot be known from its text
-    rows = {r + 1 for r in added_rows}
-
-    def sees(scopes: list[dict], name: str, line: int) -> bool:
-        return name in BUILTINS or any(n not in rows or n < line for scope in scopes for n in scope.get(name, ()))
-
+def name_reads(tree: ast.AST, on_read) -> None:
+    """Call on_read(name node, the scopes it sees) for every name read in `tree`:
+    its function and the enclosing ones (innermost last), the module; a class
+    body's names seen in that body, not in its methods, as Python has it. A
+    function's decorators and defaults are read where it is defined."""
     def visit(node: ast.AST, scopes: list[dict], own: dict | None = None) -> None:
-        """`node` and all under it; `own`: the names of the class whose body it is
-        in (seen there, not in its methods). A function's decorators and
-        defaults are read where it is defined, its body in its own scope."""
         here = scopes + [own] if own else scopes
         if isinstance(node, FUNCTIONS):
             for part in [*getattr(node, "decorator_list", []), *node.args.defaults,
@@ -675,14 +741,68 @@ def check_names(source: str, added_rows: list[int], path: str) -> None:
             for part in node.body:
                 visit(part, scopes, scope_names(node))
             return
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.lineno in rows \
-                and not sees(here, node.id, node.lineno):
-            raise TransformFailed(f"{path}: the diff's added lines use `{node.id}` (line {node.lineno}), "
-                                  "which is not defined where they go (nor imported)")
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            on_read(node, here)
         for child in ast.iter_child_nodes(node):
             visit(child, scopes, own)
 
     visit(tree, [scope_names(tree)])
+
+
+def star_import(tree: ast.AST) -> bool:
+    """A star import: the module's names cannot be known from its text."""
+    return any(a.name == "*" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names)
+
+
+def check_names(source: str, added_rows: list[int], path: str) -> None:
+    """Every name an added line reads is bound where that line can see it (its
+    function or an enclosing one, the module, a builtin) by a line that is not
+    added, or by an added line above it (on it, for `:=`). So `x = f(x)` added
+    where no `x` exists fails, as does a name bound only in some other function
+    of the file (the diff was made where a variable had another name). A name
+    read from an enclosing scope is looked up when the code runs: any binding
+    there will do (a helper the diff adds below the function that calls it)."""
+    tree = ast.parse(source)
+    if star_import(tree):
+        return
+    rows = {r + 1 for r in added_rows}
+    walrus = {(n.target.id, n.target.lineno) for n in ast.walk(tree) if isinstance(n, ast.NamedExpr)}
+
+    def sees(node: ast.Name, scopes: list[dict]) -> None:
+        name, line = node.id, node.lineno
+        if line not in rows or name in BUILTINS:
+            return
+        *outer, own = scopes
+        if any(name in scope for scope in outer) or any(
+                n not in rows or n < line or (n == line and (name, n) in walrus) for n in own.get(name, ())):
+            return
+        raise TransformFailed(f"{path}: the diff's added lines use `{name}` (line {line}), "
+                              "which is not defined where they go (nor imported)")
+
+    name_reads(tree, sees)
+
+
+def unbound(source: str) -> dict[str, set[int]]:
+    """The names read where no scope in sight binds them (no builtin is so named), with the lines reading them."""
+    tree = ast.parse(source)
+    if star_import(tree):
+        return {}
+    found: dict[str, set[int]] = {}
+    name_reads(tree, lambda node, scopes: None if node.id in BUILTINS or any(node.id in s for s in scopes)
+               else found.setdefault(node.id, set()).add(node.lineno))
+    return found
+
+
+def check_nothing_unbound(before: str, after: str, shown: list[int], path: str) -> None:
+    """A name the file reads must not lose its binding where the diff cannot see
+    it: lines it removes (a module global, an import) may still be read by code
+    of this release outside its hunks. (Within them, the diff's author saw it.)"""
+    rows, was = {r + 1 for r in shown}, unbound(before)
+    lost = sorted((name, line) for name, lines in unbound(after).items() if name not in was
+                  for line in lines if line not in rows)
+    if lost:
+        raise TransformFailed(f"{path}: after the diff, `{lost[0][0]}` is read (line {lost[0][1]}) but no longer "
+                              "defined: this release still uses what the diff removes")
 
 
 def diff_fix(patch: PatchFile, upstream: str, fix_id: str | None = None) -> Fix:

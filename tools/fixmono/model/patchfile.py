@@ -32,6 +32,7 @@ class Hunk:
     lines: tuple[tuple[str, str], ...]
     start: int  # the pre-image line it names (1-based; 0 for an empty file)
     header: str = ""  # git's section header
+    new_start: int = 0  # the post-image line it names
 
     @property
     def old(self) -> list[str]:
@@ -138,7 +139,7 @@ def hunk_of(hunk) -> Hunk:
                 lines[-1][1] = lines[-1][1].rstrip("\n").removesuffix("\r")
             continue
         lines.append([line.line_type, line.value])
-    return Hunk(tuple((k, t) for k, t in lines), hunk.source_start, hunk.section_header.strip())
+    return Hunk(tuple((k, t) for k, t in lines), hunk.source_start, hunk.section_header.strip(), hunk.target_start)
 
 
 DIFF_START = re.compile(r"(?m)^(?:diff |--- |Index: )")
