@@ -63,6 +63,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fixmono.engines.port import DiffTransform, norm  # noqa: E402
 from fixmono.model.errors import NotApplicable, TargetSyntaxError, TransformFailed, UserError  # noqa: E402
 from fixmono.model.patchfile import parse_patch  # noqa: E402
+from fixmono.sources.git import clean_env, run_git  # noqa: E402
+
+GIT_ENV = clean_env(GIT_LITERAL_PATHSPECS="0")  # `-- '*.py'` is a pattern here
 
 try:
     from pyflakes.api import check as pyflakes_check
@@ -96,13 +99,16 @@ class Pair:
 
 
 def git(gitdir: str, *args: str) -> str:
-    return subprocess.run(["git", "--git-dir", gitdir, *args], capture_output=True, check=True,
-                          text=True, errors="surrogateescape").stdout
+    """git on a mirror, through the one git layer (sources/git.py: its hardened environment)."""
+    proc = run_git(None, "--git-dir", gitdir, *args, env=GIT_ENV)
+    if proc.returncode:
+        raise subprocess.CalledProcessError(proc.returncode, ["git", *args], proc.stdout, proc.stderr)
+    return proc.stdout
 
 
 def show(gitdir: str, rev: str, path: str) -> str | None:
     """The file's text at `rev`, None where it is absent (or not UTF-8)."""
-    proc = subprocess.run(["git", "--git-dir", gitdir, "show", f"{rev}:{path}"], capture_output=True)
+    proc = run_git(None, "--git-dir", gitdir, "show", f"{rev}:{path}", env=GIT_ENV, binary=True)
     if proc.returncode:
         return None
     try:
@@ -146,7 +152,7 @@ def touched(gitdir: str, sha: str) -> tuple[str, ...] | None:
 
 def patch_text(gitdir: str, old: str, new: str, paths: tuple[str, ...]) -> str:
     """The diff old..new of `paths`, index lines and hunk line numbers dropped (to compare two patches)."""
-    text = git(gitdir, "diff", old, new, "--", *paths)
+    text = git(gitdir, "diff", "--no-ext-diff", "--no-textconv", old, new, "--", *paths)
     return "\n".join("@@" if line.startswith("@@") else line
                      for line in text.splitlines() if not line.startswith("index "))
 
@@ -188,9 +194,9 @@ def origin(gitdir: str, body: str, subject: str, on_main: set, subjects: dict) -
 
 
 def git_full(gitdir: str, short: str) -> str | None:
-    proc = subprocess.run(["git", "--git-dir", gitdir, "rev-parse", "--verify", "-q", f"{short}^{{commit}}"],
-                          capture_output=True, text=True)
-    return proc.stdout.strip() or None
+    return run_git(None, "--git-dir", gitdir, "rev-parse", "--verify", "-q", f"{short}^{{commit}}",
+                   env=GIT_ENV).stdout.strip() \
+        or None
 
 
 def older_releases(gitdir: str, branch: str, count: int = 3) -> list[str]:

@@ -15,7 +15,6 @@ is made at run time from the repositories; nothing of them is kept.
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
@@ -27,10 +26,17 @@ from fixmono.engines.port import DiffTransform  # noqa: E402
 from fixmono.model.errors import FixDeclarationError, NotApplicable, TargetSyntaxError, TransformFailed  # noqa: E402
 from fixmono.model.errors import UserError  # noqa: E402
 from fixmono.model.patchfile import parse_patch  # noqa: E402
+from fixmono.sources.git import clean_env, run_git  # noqa: E402
+
+GIT_ENV = clean_env(GIT_LITERAL_PATHSPECS="0")  # `-- '*.py'` is a pattern here
 
 
 def git(repo: str, *args: str) -> str:
-    return subprocess.run(["git", f"--git-dir={repo}", *args], capture_output=True, text=True, check=True).stdout
+    """git on a mirror, through the one git layer (sources/git.py: its hardened environment)."""
+    proc = run_git(None, f"--git-dir={repo}", *args, env=GIT_ENV)
+    if proc.returncode:
+        raise SystemExit(f"bench_import: {repo}: git {args[0]}: {proc.stderr.strip()}")
+    return proc.stdout
 
 
 def verdict(diff) -> str | None:
