@@ -104,6 +104,7 @@ class Scopes:
         except (SyntaxError, ValueError) as err:
             where = f" at line {err.lineno}" if getattr(err, "lineno", None) else ""
             raise TargetSyntaxError(f"Python syntax error{where}: {getattr(err, 'msg', err)}") from None
+        self.tree = tree
         self.spans = [(n.lineno, n.end_lineno, n.name) for n in ast.walk(tree)
                       if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
         self.names = {name for _, _, name in self.spans}
@@ -231,13 +232,11 @@ class DiffTransform:
             raise NotApplicable(f"the code the diff changes ({absent[0]})")
         new = "".join(lines)
         if changed and python:
-            added_at = scopes.added()
             try:
-                check_names(new, added_at, self.path)
-                check_no_second_definition(new, added_at, self.path)
-                check_nothing_unbound(source, new, scopes.shown(), self.path)
+                tree = ast.parse(new)
             except SyntaxError as err:
                 raise TransformFailed(f"the result does not parse (line {err.lineno}: {err.msg})") from None
+            check_result(scopes.scopes.tree, tree, new, scopes.added(), scopes.shown(), self.path)
         if changed and self.engine == "cpp" and (after := CppScopes(new).errors) > errors:
             raise TransformFailed(f"the result would add parse errors ({errors} -> {after}); refusing it")
         return Rewrite(new, len(changed), len(present), tuple(changed), tuple(present))
@@ -693,7 +692,7 @@ def scope_names(scope: ast.AST) -> dict[str, set[int]]:
     return names
 
 
-def check_no_second_definition(source: str, added_rows: list[int], path: str) -> None:
+def check_no_second_definition(tree: ast.AST, added_rows: list[int], path: str) -> None:
     """A def or class the diff adds must not name one already defined beside it by
     lines it does not add: its function is there in another form (moved,
     reformatted), and a second definition would silently replace the first.
@@ -705,7 +704,7 @@ def check_no_second_definition(source: str, added_rows: list[int], path: str) ->
             isinstance(d, ast.Attribute) and d.attr in ("setter", "getter", "deleter", "register")
             or "overload" in ast.unparse(d) for d in node.decorator_list)
 
-    for parent in ast.walk(ast.parse(source)):
+    for parent in ast.walk(tree):
         for field in ("body", "orelse", "finalbody"):
             body = getattr(parent, field, None)
             if not isinstance(body, list):
@@ -749,60 +748,58 @@ def name_reads(tree: ast.AST, on_read) -> None:
     visit(tree, [scope_names(tree)])
 
 
-def star_import(tree: ast.AST) -> bool:
+def star_import(source: str, tree: ast.AST) -> bool:
     """A star import: the module's names cannot be known from its text."""
-    return any(a.name == "*" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names)
+    return re.search(r"import\s+\*", source) is not None and any(
+        a.name == "*" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names)
 
 
-def check_names(source: str, added_rows: list[int], path: str) -> None:
-    """Every name an added line reads is bound where that line can see it (its
-    function or an enclosing one, the module, a builtin) by a line that is not
-    added, or by an added line above it (on it, for `:=`). So `x = f(x)` added
-    where no `x` exists fails, as does a name bound only in some other function
-    of the file (the diff was made where a variable had another name). A name
-    read from an enclosing scope is looked up when the code runs: any binding
-    there will do (a helper the diff adds below the function that calls it)."""
-    tree = ast.parse(source)
-    if star_import(tree):
+def check_result(before: ast.AST, after: ast.AST, text: str, added_rows: list[int], shown: list[int],
+                 path: str) -> None:
+    """The names of the result (one walk of it; the original's only when needed):
+
+    - every name an added line reads is bound where that line can see it (its
+      function or an enclosing one, the module, a builtin) by a line that is not
+      added, or by an added line above it (on it, for `:=`). So `x = f(x)` added
+      where no `x` exists fails, as does a name bound only in some other function
+      (the diff was made where a variable had another name). A name read from an
+      enclosing scope is looked up when the code runs: any binding there will do
+      (a helper the diff adds below the function that calls it);
+    - a name read outside the hunks must not lose its binding: lines the diff
+      removes (a module global, an import) may still be read by code of this
+      release it does not show (within its hunks, the diff's author saw it);
+    - no def or class is defined twice (check_no_second_definition)."""
+    lines = text.split("\n")
+    if any(DEF.match(lines[r]) for r in added_rows if r < len(lines)):
+        check_no_second_definition(after, added_rows, path)
+    if star_import(text, after):
         return
-    rows = {r + 1 for r in added_rows}
-    walrus = {(n.target.id, n.target.lineno) for n in ast.walk(tree) if isinstance(n, ast.NamedExpr)}
+    rows, outside = {r + 1 for r in added_rows}, {r + 1 for r in shown}
+    walrus = {(n.target.id, n.target.lineno) for n in ast.walk(after) if isinstance(n, ast.NamedExpr)} \
+        if ":=" in text else set()
+    lost: list[tuple[str, int]] = []
 
-    def sees(node: ast.Name, scopes: list[dict]) -> None:
+    def read(node: ast.Name, scopes: list[dict]) -> None:
         name, line = node.id, node.lineno
-        if line not in rows or name in BUILTINS:
+        if name in BUILTINS:
             return
-        *outer, own = scopes
-        if any(name in scope for scope in outer) or any(
-                n not in rows or n < line or (n == line and (name, n) in walrus) for n in own.get(name, ())):
-            return
-        raise TransformFailed(f"{path}: the diff's added lines use `{name}` (line {line}), "
-                              "which is not defined where they go (nor imported)")
+        if line in rows:
+            *outer, own = scopes
+            if not any(name in scope for scope in outer) and not any(
+                    n not in rows or n < line or (n == line and (name, n) in walrus) for n in own.get(name, ())):
+                raise TransformFailed(f"{path}: the diff's added lines use `{name}` (line {line}), "
+                                      "which is not defined where they go (nor imported)")
+        elif line not in outside and not any(name in scope for scope in scopes):
+            lost.append((name, line))
 
-    name_reads(tree, sees)
-
-
-def unbound(source: str) -> dict[str, set[int]]:
-    """The names read where no scope in sight binds them (no builtin is so named), with the lines reading them."""
-    tree = ast.parse(source)
-    if star_import(tree):
-        return {}
-    found: dict[str, set[int]] = {}
-    name_reads(tree, lambda node, scopes: None if node.id in BUILTINS or any(node.id in s for s in scopes)
-               else found.setdefault(node.id, set()).add(node.lineno))
-    return found
-
-
-def check_nothing_unbound(before: str, after: str, shown: list[int], path: str) -> None:
-    """A name the file reads must not lose its binding where the diff cannot see
-    it: lines it removes (a module global, an import) may still be read by code
-    of this release outside its hunks. (Within them, the diff's author saw it.)"""
-    rows, was = {r + 1 for r in shown}, unbound(before)
-    lost = sorted((name, line) for name, lines in unbound(after).items() if name not in was
-                  for line in lines if line not in rows)
-    if lost:
-        raise TransformFailed(f"{path}: after the diff, `{lost[0][0]}` is read (line {lost[0][1]}) but no longer "
-                              "defined: this release still uses what the diff removes")
+    name_reads(after, read)
+    if lost:  # read and unbound outside the hunks: a problem only if it was bound before the diff
+        unbound_before = set()
+        name_reads(before, lambda node, scopes: None if node.id in BUILTINS or any(node.id in s for s in scopes)
+                   else unbound_before.add(node.id))
+        if gone := [(name, line) for name, line in lost if name not in unbound_before]:
+            raise TransformFailed(f"{path}: after the diff, `{gone[0][0]}` is read (line {gone[0][1]}) but no longer "
+                                  "defined: this release still uses what the diff removes")
 
 
 def diff_fix(patch: PatchFile, upstream: str, fix_id: str | None = None) -> Fix:
