@@ -231,6 +231,29 @@ def test_the_behaviour_matrix_probe_is_stopped_with_all_it_started(tmp_path, mon
             os.kill(pid, 9)
 
 
+def test_a_hanging_gpu_query_is_stopped_with_all_it_started(tmp_path, monkeypatch):
+    """nvidia-smi on a wedged driver hangs: the query gives up at its timeout
+    and nothing it started lives on (the machine's label says no GPU)."""
+    from fixmono.analysis import results
+
+    mark = f"FIXMONO_TEST_MARK={time.time_ns()}"
+    fake_python(tmp_path / "bin", HANGS).rename(tmp_path / "bin" / "nvidia-smi")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv(*mark.split("="))
+    monkeypatch.setattr(results, "QUERY_TIMEOUT", 2.0, raising=False)
+    results.accelerator.cache_clear()
+    try:
+        started = time.monotonic()
+        answer = results.accelerator()
+        assert time.monotonic() - started < 30 and answer.get("backend") != "cuda", answer
+        time.sleep(0.5)
+        assert marked(mark) == [], "a process the GPU query started outlived its timeout"
+    finally:
+        results.accelerator.cache_clear()
+        for pid in marked(mark):
+            os.kill(pid, 9)
+
+
 # --- 10(b): a stalled index fails within one deadline, named ------------------------------------------------
 
 DEADLINE = "8"
@@ -391,3 +414,22 @@ def test_a_reproducer_report_of_another_shape_is_classified_not_crashed(report):
 
     assert classify(1, report)[0] == CANNOT_RUN  # exit 1 without a "reproduced" report: not a verdict
     assert classify(0, report)[0] in (CANNOT_RUN, FIXED_UPSTREAM)
+
+
+@pytest.mark.parametrize("kept", ['[1]', '{"error": 5}', '{}', 'not json', '\xff'])
+def test_a_kept_compile_result_of_another_shape_is_a_cache_miss(tmp_path, monkeypatch, kept):
+    """--validate's compile results are kept in the cache: one of another
+    shape is compiled again, never an internal error."""
+    import shutil as sh
+
+    from fixmono.engines import compile_check
+
+    if not sh.which(compile_check.COMPILER):
+        pytest.skip(f"no {compile_check.COMPILER}")
+    monkeypatch.setenv("FIXMONO_CACHE", str(tmp_path))
+    headers = compile_check.Headers(dirs=(), defines=(), label="none")
+    assert compile_check.syntax_error("int f() { return 1; }\n", "a.cpp", headers) is None
+    (kept_file,) = (tmp_path / "compiles").glob("*.json")
+    kept_file.write_bytes(kept.encode("latin-1"))
+    assert compile_check.syntax_error("int f() { return 1; }\n", "a.cpp", headers) is None
+    assert compile_check.syntax_error("int f() { return }\n", "a.cpp", headers)  # and a real error is still one

@@ -94,6 +94,33 @@ def test_a_package_folder_that_is_a_link_into_another_venv_is_refused(env, other
     assert snapshot(elsewhere) == before
 
 
+def test_a_linked_site_packages_never_completes_the_other_venvs_interrupted_run(env, other, tmp_path):
+    """B has an interrupted patch-env (killed after its journal was written);
+    A's site-packages is a link to B's: A's run is refused before it opens,
+    locks, probes or completes anything there."""
+    (python, site), (python_b, elsewhere) = env, other
+    reached = tmp_path / "reached"
+    run_b = subprocess.Popen([sys.executable, "-m", "fixmono", "patch-env", "--python", str(python_b), SENTINEL],
+                             env={**os.environ, "PYTHONPATH": str(REPO_ROOT / "tools"),
+                                  "FIXMONO_PAUSE_AT": "env-journal-written", "FIXMONO_PAUSE_FILE": str(reached)},
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while not reached.exists() and time.monotonic() < deadline and run_b.poll() is None:
+        time.sleep(0.05)
+    run_b.kill()
+    run_b.wait()
+    assert "pending" in journal_of(elsewhere)["files"][MOE]
+    before = snapshot(elsewhere)
+    site.rename(site.with_name("site-packages.real"))
+    site.symlink_to(elsewhere)
+    for args in ([SENTINEL], [SENTINEL, "--check"], [SENTINEL, "--force"]):
+        refused(patch(python, *args), str(site), str(elsewhere), "outside the environment")
+        assert snapshot(elsewhere) == before
+    proc = patch(python, "--all")  # --all skips the fix and says why; B still untouched
+    assert proc.returncode == 0 and "outside the environment" in proc.stdout, proc.stdout + proc.stderr
+    assert snapshot(elsewhere) == before
+
+
 def test_a_target_that_links_outside_is_refused(env, other):
     (python, site), (_, elsewhere) = env, other
     before = snapshot(elsewhere)
@@ -289,6 +316,54 @@ def test_undo_refuses_a_damaged_store(env, tmp_path, damage):
     before = snapshot(site)
     refused(patch(python, "--undo"), str(blob))
     assert snapshot(site) == before
+
+
+@pytest.mark.parametrize("link", ["absolute", "climbing", "inside, to another file"])
+def test_undo_never_makes_a_link_the_journal_names_to_a_file_without_the_original(env, tmp_path, link):
+    """A journal's `link` (the file was a link when patched) is untrusted: it
+    must stay inside site-packages and lead to a file holding the original."""
+    python, site = env
+    evil = tmp_path / "evil.py"
+    evil.write_text("import os  # not the original\n")
+    (site / "transformers" / "other.py").write_text("import os  # not the original either\n")
+    assert patch(python, SENTINEL).returncode == 0
+    data = journal_of(site)
+    data["files"][MOE]["link"] = {"absolute": str(evil), "climbing": os.path.relpath(evil, (site / MOE).parent),
+                                  "inside, to another file": "../other.py"}[link]
+    save_journal(site, data)
+    before = snapshot(site)
+    refused(patch(python, "--undo"), str(site))
+    assert snapshot(site) == before and not (site / MOE).is_symlink()
+
+
+def test_a_journal_entry_without_its_record_line_must_say_force(env):
+    """patch-env saves the RECORD line of every file it patches without
+    --force: an entry without one that does not say --force was edited."""
+    python, site = env
+    assert patch(python, SENTINEL).returncode == 0
+    swap_original(site, b"import os; os.system('evil')\n")
+    data = journal_of(site)
+    data["files"][MOE]["record_line"] = None
+    save_journal(site, data)
+    before = snapshot(site)
+    refused(patch(python, "--undo"), "no record_line", "--force")
+    assert snapshot(site) == before
+
+
+def test_undo_of_a_forced_entry_says_its_original_is_vouched_for_by_the_journal_only(env):
+    """What --force gives up: a file patched with it has no RECORD line that
+    vouches for its original, so undo says the journal's hash is the only check."""
+    python, site = env
+    (site / MOE).write_text(AFFECTED.before + "# edited by hand\n")
+    assert patch(python, SENTINEL, "--force").returncode == 0
+    proc = patch(python, "--undo")
+    assert proc.returncode == 0 and "journal's own hash only" in proc.stdout, proc.stdout + proc.stderr
+    assert (site / MOE).read_text() == AFFECTED.before + "# edited by hand\n"
+    assert patch(python, SENTINEL).returncode == 2  # (the hand edit: refused without --force, as before)
+    (site / MOE).write_text(AFFECTED.before)
+    assert patch(python, SENTINEL).returncode == 0
+    proc = patch(python, "--undo")  # a RECORD-vouched original: no such note
+    assert proc.returncode == 0 and "journal's own hash only" not in proc.stdout, proc.stdout
 
 
 # 4. Only the lock holder changes the journal ----------------------------------------------------------------------

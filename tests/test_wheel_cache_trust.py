@@ -75,6 +75,10 @@ def status(data: dict, fix_id: str = PIN) -> str:
     return {r["fix"]: r["status"] for r in data["runs"][0]["results"]}[fix_id]
 
 
+def wheel_requests(log: Path) -> list:
+    return [r for r in served(log) if r[3].endswith(".whl")]
+
+
 def forget_scratch(cache: Path) -> None:
     shutil.rmtree(cache / "upstreams", ignore_errors=True)
 
@@ -91,7 +95,7 @@ def test_a_lying_mirror_does_not_poison_another_servers_read(tmp_path):
     forget_scratch(cache)  # the member cache stays
     with nginx(tmp_path / "honest") as (base, log):
         proc, data = make_patch(base, honest, cache)
-        asked = [r for r in served(log) if r[3].endswith(".whl")]
+        asked = wheel_requests(log)
     assert proc.returncode == 0, proc.stderr
     assert status(data) == "applied", data["runs"][0]
     assert asked, "the honest server was never asked"
@@ -113,16 +117,51 @@ def test_a_corrected_mirror_is_read_again_at_the_same_url(tmp_path):
     assert status(data) == "applied", data["runs"][0]
 
 
+@pytest.mark.parametrize("then", ["another server", "the same url corrected"])
+def test_a_lying_read_never_outlives_its_run_while_the_scratch_entry_is_kept(tmp_path, then):
+    """upstreams/ kept: a range-read entry is used again only where this
+    run's server answers the central directory it was read from (one request)."""
+    genuine, altered = wheels(tmp_path / "dist")
+    lying = lying_index(tmp_path / "lying", genuine, altered)
+    cache = tmp_path / "cache"
+    with nginx(tmp_path / "lying") as (base, _):
+        proc, data = make_patch(base, lying, cache)
+        assert proc.returncode == 0 and status(data) == "already-applied", proc.stderr
+        if then == "the same url corrected":
+            shutil.copy(genuine, tmp_path / "lying" / "files" / genuine.name)
+            proc, data = make_patch(base, lying, cache)
+    if then == "another server":
+        honest = simple_index(tmp_path / "honest", [genuine])
+        with nginx(tmp_path / "honest") as (base, log):
+            proc, data = make_patch(base, honest, cache)
+            assert wheel_requests(log), "the honest server was never asked"
+    assert proc.returncode == 0, proc.stderr
+    assert status(data) == "applied" and not data["runs"][0]["wheel"]["cached"], data["runs"][0]
+
+
+def test_a_kept_range_read_entry_costs_one_request_for_its_directory(tmp_path):
+    genuine, _ = wheels(tmp_path / "dist")
+    pip_env = simple_index(tmp_path / "www", [genuine])
+    cache = tmp_path / "cache"
+    with nginx(tmp_path / "www") as (base, log):
+        assert make_patch(base, pip_env, cache)[0].returncode == 0
+        first = len(wheel_requests(log))
+        proc, data = make_patch(base, pip_env, cache)
+        second = len(wheel_requests(log)) - first
+    assert proc.returncode == 0 and data["runs"][0]["wheel"]["cached"], proc.stderr
+    assert second == 1, (first, second)
+
+
 def test_unchanged_members_come_from_the_cache_checked_against_this_runs_directory(tmp_path):
     genuine, _ = wheels(tmp_path / "dist")
     pip_env = simple_index(tmp_path / "www", [genuine])
     cache = tmp_path / "cache"
     with nginx(tmp_path / "www") as (base, log):
         assert make_patch(base, pip_env, cache)[0].returncode == 0
-        first = len([r for r in served(log) if r[3].endswith(".whl")])
+        first = len(wheel_requests(log))
         forget_scratch(cache)
         proc, data = make_patch(base, pip_env, cache)
-        second = len([r for r in served(log) if r[3].endswith(".whl")]) - first
+        second = len(wheel_requests(log)) - first
     assert proc.returncode == 0, proc.stderr
     wheel = data["runs"][0]["wheel"]
     assert second == 1 and wheel["requests"] == 1, (first, second)  # the end records with the directory: no member

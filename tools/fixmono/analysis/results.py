@@ -21,6 +21,7 @@ from pathlib import Path
 from fixmono.model.errors import UserError
 from fixmono.model.fix import Fix
 from fixmono.model.shapes import parsed
+from fixmono.sources.processes import bounded
 from fixmono.sources.upstream import cache_dir
 
 FORMAT = 1
@@ -75,11 +76,14 @@ def store(result_key: str, run: dict) -> None:
     partial.replace(folder / f"{result_key}.json")  # whole or absent
 
 
+QUERY_TIMEOUT = 20.0  # nvidia-smi or amd-smi answering the accelerator's name
+
+
 def _query(command: list[str]) -> str:
     if not shutil.which(command[0]):
         return ""
     try:
-        proc = subprocess.run(command, capture_output=True, text=True, timeout=20)
+        proc = bounded(command, QUERY_TIMEOUT)  # a hung driver query: its whole process group killed
     except (OSError, subprocess.TimeoutExpired):
         return ""
     return proc.stdout.strip() if proc.returncode == 0 else ""

@@ -20,7 +20,7 @@ from fixmono.model.fix import Fix
 from fixmono.model.outcome import Status
 from fixmono.model.projects import PROJECTS
 from fixmono.model.registry import discover
-from fixmono.output.journal import Journal
+from fixmono.output.journal import Journal, patch_env_command
 from fixmono.runtime.repro import torch_backend
 from fixmono.sources.installed import Environment, InstalledFiles
 
@@ -72,11 +72,6 @@ def check_installed(fix: Fix, site: Path | None = None, env: Environment | None 
     row = {**row, "installed_files": state, "applies": outcome.status in (Status.APPLIED, Status.ALREADY_APPLIED),
            "detail": detail}
     return with_journal(row, fix, source.site, env) if site is None else row
-
-
-def patch_env_command(env: Environment, *args: str) -> str:
-    """The patch-env command line for this environment (another interpreter's: with its --python)."""
-    return " ".join(["fixmono patch-env", *([] if env.here else ["--python", env.python]), *args])
 
 
 def with_journal(row: dict, fix: Fix, site: Path, env: Environment) -> dict:

@@ -59,7 +59,7 @@ def work(args: argparse.Namespace, stage: dict) -> tuple[dict, int]:
     known = {f.id: f for f in [*discover(), *args.diff_fixes]}
     if args.undo:
         folders = sites(env)
-        make_plan = partial(plan_undo, args.fix_ids or None, known, force=args.force)
+        make_plan = partial(plan_undo, env, args.fix_ids or None, known, force=args.force)
     else:
         fixes = args.diff_fixes or ([known[i] for i in args.fix_ids] if args.fix_ids else list(known.values()))
         folders = sites(env, fixes)

@@ -25,6 +25,7 @@ from pathlib import Path, PurePosixPath
 from fixmono.sources.processes import bounded
 from fixmono.model.errors import UserError
 from fixmono.model.fix import ValidationNote
+from fixmono.model.shapes import Maybe, parsed
 from fixmono.sources.upstream import cache_dir
 
 COMPILER = "g++"
@@ -88,8 +89,10 @@ def syntax_error(text: str, filename: str, headers: Headers, compiler: str = COM
                *(f"-I{d}" for d in headers.dirs)]
     key = hashlib.sha256(json.dumps([command, compiler_version(compiler), headers.label, filename, text]).encode())
     remembered = cache_dir() / "compiles" / f"{key.hexdigest()}.json"
-    if remembered.is_file():
-        return json.loads(remembered.read_text())["error"]
+    try:  # a kept result of another shape (or unreadable) is a miss, not a crash
+        return parsed(remembered.read_bytes(), {"error": Maybe(str)}, str(remembered))["error"]
+    except (OSError, UserError):
+        pass
     with tempfile.TemporaryDirectory(prefix="fixmono-compile-") as folder:
         path = Path(folder) / PurePosixPath(filename).name
         path.write_text(text, encoding="utf-8")

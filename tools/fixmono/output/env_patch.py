@@ -28,7 +28,8 @@ from fixmono.model.fix import Fix
 from fixmono.model.outcome import Status
 from fixmono.model.projects import PROJECTS, checked_range
 from fixmono.output.confine import confined, own_site, relative_to_site
-from fixmono.output.journal import JOURNAL_DIR, Journal, begin, finish, locked, record_entry, sha256
+from fixmono.output.journal import (JOURNAL_DIR, Journal, begin, finish, locked, patch_env_command, record_entry,
+                                    sha256)
 from fixmono.sources.installed import Environment, InstalledFiles, dist_name, installed_path
 from fixmono.sources.verify import record_hash
 
@@ -142,10 +143,11 @@ def forget_stale(journal: Journal) -> list[str]:
     return notes
 
 
-def changed_since(journal: Journal, rel: str) -> UserError:
+def changed_since(env: Environment, journal: Journal, rel: str) -> UserError:
     return UserError(f"{journal.site / rel}: changed by something else since fixmono patched it (it is neither what "
-                     "fixmono wrote nor a file pip installed); its original and journal entry are kept: `patch-env "
-                     "--undo --force` restores the original over that change; nothing was changed")
+                     "fixmono wrote nor a file pip installed); its original and journal entry are kept: "
+                     f"`{patch_env_command(env, '--undo', '--force')}` restores the original over that change; "
+                     "nothing was changed")
 
 
 def site_of(env: Environment, fix: Fix) -> Path:
@@ -173,7 +175,7 @@ def plan_patch(env: Environment, fixes: list[Fix], journals: dict[Path, Journal]
         for change in (c for fix in group for c in fix.changes):  # fixmono's file, changed since: never run over
             rel = relative_to_site(journal.site, source.path(change.path))
             if rel in journal.files and journal.state(rel) != "patched":
-                raise changed_since(journal, rel)
+                raise changed_since(env, journal, rel)
         for outcome in run(source, group):
             fix = outcome.fix
             if outcome.status is Status.APPLIED:
@@ -243,7 +245,7 @@ def change_for(fix: Fix, rel: str, site: Path):
     return next((c for c in fix.changes if installed_path(project, c.path, site) == site / rel), None)
 
 
-def plan_undo(ids: list[str] | None, known: dict[str, Fix], journals: dict[Path, Journal],
+def plan_undo(env: Environment, ids: list[str] | None, known: dict[str, Fix], journals: dict[Path, Journal],
               force: bool = False) -> Plan:
     """Restore the files of the fixes `ids` (None: all): the original bytes, or
     the original with the fixes that stay applied again on top. A file
@@ -258,9 +260,12 @@ def plan_undo(ids: list[str] | None, known: dict[str, Fix], journals: dict[Path,
             if not gone:
                 continue
             if journal.state(rel) != "patched" and not force:
-                raise changed_since(journal, rel)
+                raise changed_since(env, journal, rel)
             gone = list(dict.fromkeys(gone))
             data = journal.original(rel)
+            if not journal.vouched(rel):
+                plan.notes.append(f"{rel}: its original is checked against the journal's own hash only (patched "
+                                  "with --force: no RECORD line of its distribution vouches for those bytes)")
             staying = [f for f in entry["fixes"] if f not in gone]  # a pending entry's are not known to be there
             for fid in staying:
                 change = change_for(known[fid], rel, site) if fid in known else None
@@ -305,9 +310,18 @@ def sites(env: Environment, fixes: list[Fix] | None = None) -> list[Path]:
     projects = {PROJECTS[f.upstream] for f in fixes} if fixes is not None else PROJECTS.values()
     found = {env.site(p) for p in projects if env.dist(dist_name(p))["version"] is not None and env.owns(env.site(p))}
     chosen = sorted(s for s in found if fixes is not None or (s / JOURNAL_DIR).is_dir())
-    for site in chosen if fixes is None else ():  # patching: each fix is refused by name (refusal)
-        own_site(site, env.prefix)
-    return chosen
+    if fixes is None:
+        return [own_site(site, env.prefix) for site in chosen]
+    # patching: a folder of another environment is never opened, locked or probed; its fixes are refused by name
+    return [site for site in chosen if leads_inside(site, env.prefix)]
+
+
+def leads_inside(site: Path, prefix: str) -> bool:
+    try:
+        own_site(site, prefix)
+    except UserError:
+        return False
+    return True
 
 
 def execute(env: Environment, folders: list[Path], make_plan, check: bool = False,
@@ -319,8 +333,8 @@ def execute(env: Environment, folders: list[Path], make_plan, check: bool = Fals
     if check:
         journals = {site: Journal.read(site) for site in folders}
         if any("pending" in e for j in journals.values() for e in j.files.values()):
-            raise UserError("an interrupted patch-env is pending in this environment: run patch-env without "
-                            "--check first (it completes it)")
+            raise UserError(f"an interrupted patch-env is pending in this environment: run "
+                            f"`{patch_env_command(env)}` without --check first (it completes it)")
         notes = [note for j in journals.values() for note in forget_stale(j)]
         plan = make_plan(journals)
         plan.notes[:0] = notes
@@ -336,7 +350,7 @@ def write(env: Environment, journals: dict[Path, Journal], make_plan, force: boo
     notes, changed = [], set()
     for site, journal in journals.items():
         if any("pending" in e for e in journal.files.values()):
-            notes += [f"completed an interrupted patch-env in {site}", *finish(journal, env.python)]
+            notes += [f"completed an interrupted patch-env in {site}", *finish(journal, env)]
         stale = forget_stale(journal)
         notes += stale
         changed |= {site} if stale else set()
@@ -354,5 +368,5 @@ def write(env: Environment, journals: dict[Path, Journal], make_plan, force: boo
         if targets:
             begin(journal, targets, {rel: info for (s, rel), info in infos.items() if s == site}, patched)
         if targets or site in changed:
-            plan.notes += finish(journal, env.python, force)
+            plan.notes += finish(journal, env, force)
     return plan, None

@@ -36,7 +36,7 @@ from pathlib import Path
 import fixmono
 from fixmono.model.errors import UserError, one_line
 from fixmono.model.shapes import Maybe, Test, checked, parsed
-from fixmono.output.confine import check_rel, confined
+from fixmono.output.confine import check_rel, confined, within
 from fixmono.sources.processes import bounded
 from fixmono.sources.scratch import pause_point
 from fixmono.sources.verify import record_hash
@@ -114,6 +114,21 @@ def journal_folder(site: Path) -> Path:
     return folder
 
 
+def patch_env_command(env, *args: str) -> str:
+    """The patch-env command line for the Environment `env` (another interpreter's: with its --python)."""
+    return " ".join(["fixmono patch-env", *([] if env.here else ["--python", env.python]), *args])
+
+
+def link_inside(site: Path, rel: str, link: str, where: str) -> str:
+    """`link`, the target a journaled file was a symbolic link to, if it stays
+    inside `site` (as patch-env only ever follows such a link)."""
+    target = os.path.normpath(os.path.join(site, os.path.dirname(rel), link))
+    if os.path.isabs(link) or not within(target, os.path.normpath(site)) \
+            or not within(os.path.realpath(target), os.path.realpath(site)):
+        raise UserError(f"{where}: files.{rel}.link leads to {target}, outside {site}")
+    return link
+
+
 def record_field(line: str | None) -> str | None:
     """The hash field of a saved RECORD line."""
     if line is None:
@@ -151,6 +166,10 @@ class Journal:
             line = entry["record_line"]
             if line is not None and (next(csv.reader([line]), [None])[0] != rel):
                 raise UserError(f"{where}: files.{rel}.record_line names another file ({line!r:.80})")
+            if line is None and not entry.get("forced"):  # patch-env without --force always saves it
+                raise UserError(f"{where}: files.{rel} has no record_line but was not patched with --force")
+            if entry.get("link") is not None:
+                link_inside(site, rel, entry["link"], where)
         return cls(site, data)
 
     def save(self) -> None:
@@ -193,7 +212,22 @@ class Journal:
             raise UserError(f"{self.folder / 'store' / entry['original']}: the stored original of {rel} does not "
                             f"match the RECORD line the journal saved ({saved}): an altered journal or store; "
                             "reinstall the package; nothing was changed")
+        if entry.get("link") is not None:  # restored as the link it was: to a file that still holds the original
+            target = self.path(rel).parent / link_inside(self.site, rel, entry["link"], str(self.folder))
+            try:
+                there = sha256(target.read_bytes())
+            except OSError:
+                there = None
+            if there != entry["original"]:
+                raise UserError(f"{self.site / rel} was a link to {target}, which does not hold the original fixmono "
+                                "saved: reinstall the package; nothing was changed")
         return data
+
+    def vouched(self, rel: str) -> bool:
+        """Whether the RECORD line the journal saved vouches for the stored
+        original (always, unless the file was patched with --force)."""
+        saved = record_field(self.files[rel]["record_line"])
+        return bool(saved) and record_hash(self.blob(self.files[rel]["original"]), saved) == saved
 
     def path(self, rel: str) -> Path:
         return confined(self.site, rel, str(self.folder / "journal.json"))
@@ -406,7 +440,7 @@ def restore(journal: Journal, rel: str, to: str) -> None:
     entry, path = journal.files[rel], journal.path(rel)
     if to == entry["original"]:
         data = journal.original(rel)
-        if entry.get("link") is not None:
+        if entry.get("link") is not None:  # the link again (original() checked where it leads)
             link_atomic(path, entry["link"])
             return
     else:
@@ -415,7 +449,7 @@ def restore(journal: Journal, rel: str, to: str) -> None:
     write_atomic(path, data, mode)
 
 
-def finish(journal: Journal, python: str, force: bool = False) -> list[str]:
+def finish(journal: Journal, env, force: bool = False) -> list[str]:
     """Bring every pending file to its `to` state, RECORD and bytecode with it,
     and fold the journal. Returns one line per file it could not finish (kept
     in the journal, with its originals). `force`: a file changed by something
@@ -432,8 +466,9 @@ def finish(journal: Journal, python: str, force: bool = False) -> list[str]:
                 problems.append(f"{rel}: installed again by pip during an interrupted patch-env; its journal "
                                 "entry is forgotten")
                 continue
+            undo = patch_env_command(env, "--undo", "--force")
             problems.append(f"{rel}: changed by something else during an interrupted patch-env; left as it is, its "
-                            "original kept in the journal (--undo --force restores it)")
+                            f"original kept in the journal (`{undo}` restores it)")
             continue
         if now != pending["to"]:
             restore(journal, rel, pending["to"])
@@ -451,7 +486,7 @@ def finish(journal: Journal, python: str, force: bool = False) -> list[str]:
         if not entry["fixes"]:
             journal.files.pop(rel)
     if written:
-        compile_again(python, written)
+        compile_again(env.python, written)
     journal.forget_unused()
     journal.save()
     return problems

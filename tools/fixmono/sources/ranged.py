@@ -63,6 +63,7 @@ class RangedWheel:
         self.deadline = deadline or Deadline()
         self.bytes_read = self.requests = self.from_cache = 0
         self.length: int | None = None
+        self.key: str | None = None  # known once the central directory is read
         self._entries: dict[str, Entry] | None = None
 
     def fetch(self, first: int, last: int | None = None) -> bytes:
@@ -117,9 +118,11 @@ class RangedWheel:
             directory = tail[offset - tail_start:offset - tail_start + size]
         else:
             directory = self.fetch(offset, offset + size - 1) if size else b""
-        if self.cache_root is not None:  # keyed by what this run's server answered, not what the index publishes
-            key = b"\0".join([self.url.encode(), (self.sha256 or "").encode(), str(self.length).encode(), directory])
-            self.cache = self.cache_root / hashlib.sha256(key).hexdigest()
+        # what this run's server answered, not what the index publishes: the member cache's key
+        key = b"\0".join([self.url.encode(), (self.sha256 or "").encode(), str(self.length).encode(), directory])
+        self.key = hashlib.sha256(key).hexdigest()
+        if self.cache_root is not None:
+            self.cache = self.cache_root / self.key
         entries, pos = {}, 0
         for _ in range(count):
             if directory[pos:pos + 4] != CENTRAL:

@@ -119,6 +119,8 @@ def open_wheel(spec: str, rebuild: bool = False, full: bool = False, extra: froz
     upstream = None if rebuild else cached_wheel_repository(path, spec, wanted_members(project, extra))
     if upstream is not None and full and upstream.wheel["read"] == "range":
         upstream = None  # --full-wheel: a partial read does not do
+    if upstream is not None and upstream.wheel["read"] == "range" and not same_directory(project, version, upstream):
+        upstream = None  # the index's wheel is not the one this entry was read from (or cannot be asked): read again
     if upstream is None:  # missing, damaged, tampered, short of a target, or not read whole: built again
         path = materialise_wheel(project, version, full=full, rebuild=True, extra=extra)
         upstream = cached_wheel_repository(path, spec)
@@ -128,6 +130,22 @@ def open_wheel(spec: str, rebuild: bool = False, full: bool = False, extra: froz
         upstream.wheel["cached"] = True  # read by an earlier run: verified as that read was
     upstream.project, upstream.label, upstream.version, upstream.extra = project, spec, version, extra
     return upstream
+
+
+def same_directory(project: Project, version: str, upstream: WheelUpstream) -> bool:
+    """Whether the wheel the indexes list now has the central directory (URL,
+    length, bytes) this range-read entry was made from: a partial read is
+    verified only as far as that answer, so a lying server's read never
+    outlives the run that made it. One or two range requests."""
+    found, _ = find_wheel(project.dist, version)
+    if found is None or not found.url.startswith(("http://", "https://")):
+        return False
+    reader = RangedWheel(without_auth(found.url), found.sha256, None, basic_auth(found.url))
+    try:
+        reader.entries()
+    except RangeNotHonoured:
+        return False
+    return reader.key == upstream.wheel.get("directory")
 
 
 def scratch_path(project: Project, version: str, extra: frozenset = frozenset()) -> Path:
@@ -260,6 +278,7 @@ def read_members(project: Project, found: Found, work: Path, deadline: Deadline,
         found.note = f"the server does not honour Range ({why}): downloaded whole"
         return None
     return members, {"name": reader.name, "sha256": None, "published_sha256": found.sha256, "read": "range",
+                     "directory": reader.key,
                      "verified": "member-crc", "bytes": reader.bytes_read, "size": reader.length,
                      "requests": reader.requests, "cached_members": reader.from_cache,
                      "note": "the whole wheel's sha256 cannot be checked from a partial read; --full-wheel checks it"
