@@ -286,6 +286,56 @@ def test_a_later_hunk_finds_a_function_an_earlier_hunk_renamed(tmp_path):
     assert result.status is Status.APPLIED and result.new_text == "import os\n\n\n" + after, result.detail
 
 
+def test_a_later_hunks_header_may_name_a_def_an_earlier_hunk_removed(tmp_path):
+    """TE 427c736dfc: hunk 1 folds `helper` into `first` (its def line goes);
+    hunk 2's header still names `helper`, git took it from the pre-image."""
+    v = "".join(f"    v{i} = x + {i}\n" for i in range(12))
+    w = "".join(f"    w{i} = x - {i}\n" for i in range(12))
+    before = f"def first(x):\n{v}    return v11\n\n\ndef helper(x):\n{w}    return w11\n\n\ndef old_name(x):\n    return x\n"
+    after = f"def first(x):\n{v}{w}    return w11\n\n\ndef new_name(x):\n    return x\n"
+    diff = git_diff(before, after, tmp_path)
+    assert diff.count("\n@@ -") == 2 and "@@ def helper(x):" in diff, diff
+    target = "import os\n\n\n" + before
+    _, result = outcome(diff, target)
+    assert result.status is Status.APPLIED and result.new_text == "import os\n\n\n" + after, result.detail
+    assert result.new_text == git_apply(diff, target, tmp_path)
+
+
+def test_a_header_line_inside_a_string_is_no_scope(tmp_path):
+    """datasets 74d60213dc: git's header is the nearest unindented line above,
+    here a `class` line inside a string that holds a script."""
+    body = "".join(f"        x{i} = {i}\n" for i in range(10))
+    before = f'import os\n\nSCRIPT = """\nclass Dummy(Base):\n    def info(self):\n{body}        return x9\n"""\n'
+    after = before.replace("return x9", "return x0")
+    diff = git_diff(before, after, tmp_path)
+    assert "@@ class Dummy(Base):" in diff, diff
+    target = "import sys\n" + before
+    _, result = outcome(diff, target)
+    assert result.status is Status.APPLIED and result.new_text == "import sys\n" + after, result.detail
+    assert result.new_text == git_apply(diff, target, tmp_path)
+
+
+def test_lines_that_fit_several_places_go_where_the_hunk_before_sat(tmp_path):
+    """huggingface_hub 316db10b2f: a docstring line three methods share; the
+    release is some lines off the diff's: git apply looks first at the named
+    line shifted as the hunk before it was, so does the engine (still inside its scope)."""
+    doc = '        """Do it.\n\n        Args:\n            a: one\n            b: two\n            repo: the repo\n' \
+          '            c: three\n            d: four\n        """\n'
+    methods = "".join(f"    def m{i}(self):\n{doc}        return {i}\n\n" for i in range(3))
+    before = f'import os\nimport re\nimport sys\n\nX = 1\nY = 2\nZ = 3\n\n\nclass Api:\n{methods}'
+    lines = before.splitlines(keepends=True)
+    second = [i for i, line in enumerate(lines) if "repo: the repo" in line][1]
+    lines[second] = lines[second].replace("the repo", "the repository id")
+    diff = git_diff(before, "".join(lines).replace("Y = 2\n", "Y = 20\n"), tmp_path)
+    assert diff.count("\n@@ -") == 2, diff
+    target = "# a release some lines longer\n" * 5 + before
+    _, result = outcome(diff, target)
+    expected = git_apply(diff, target, tmp_path)
+    assert expected is not None and expected.count("the repository id") == 1
+    assert result.status is Status.APPLIED and result.new_text == expected, result.detail
+    assert result.new_text.splitlines()[5 + second] == "            repo: the repository id"
+
+
 def test_a_file_half_rewritten_need_not_parse(tmp_path):
     """TE 5f1eaffde8: hunk 1 opens a `try:` that hunk 2 closes."""
     middle = "".join(f"        print({i})\n" for i in range(10))

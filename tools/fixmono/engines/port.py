@@ -206,20 +206,25 @@ class DiffTransform:
         scopes = errors = None
         if python:
             scopes = Mapped(Scopes(source), source, renames(self.hunks))  # the target must parse; read once
+            scopes.removed = removed_defs(self.hunks)
         elif self.engine == "cpp":
             found = CppScopes(source)
             scopes, errors = Mapped(found, source), found.errors  # errors as written (macros, #if): not to grow
         lines = lines_of(source)
         changed, present, absent = [], [], []
-        offset = 0
+        offset = drift = 0  # lines added before the next hunk; how far from its named line the last one sat
         for hunk in self.hunks:
-            result = place(hunk, lines, hunk.start - 1 + offset, scopes)
+            expected = hunk.start - 1 + offset + drift  # as git apply looks first: shifted as the hunk before
+            result = place(hunk, lines, expected, scopes)
             if result == "present":
                 present.append(hunk.label)
+                if len(spots := exact(hunk.new, lines)) == 1:  # where its post-image sits: the drift too
+                    drift = spots[0] - (hunk.new_start - 1 + offset)
             elif result == "absent":
                 absent.append(hunk.label)
             else:
                 start, stop, replacement, new_rows = result
+                drift = start - (hunk.start - 1 + offset)
                 if scopes:
                     scopes.replaced(start, stop, lines[start:stop], replacement, new_rows)
                 lines[start:stop] = replacement
@@ -240,6 +245,13 @@ class DiffTransform:
         if changed and self.engine == "cpp" and (after := CppScopes(new).errors) > errors:
             raise TransformFailed(f"the result would add parse errors ({errors} -> {after}); refusing it")
         return Rewrite(new, len(changed), len(present), tuple(changed), tuple(present))
+
+
+def removed_defs(hunks: tuple[Hunk, ...]) -> set[str]:
+    """The def/class names whose lines the diff removes and does not add again."""
+    def names(kind: str) -> set[str]:
+        return {m[2] for hunk in hunks for k, t in hunk.lines if k == kind and (m := DEF.match(t))}
+    return names("-") - names("+")
 
 
 def renames(hunks: tuple[Hunk, ...]) -> dict[str, str]:
@@ -264,7 +276,9 @@ class Mapped:
     def __init__(self, scopes, source: str, renamed: dict[str, str] | None = None):
         self.scopes, self.norm, self.names = scopes, scopes.norm, scopes.names
         self.renamed = renamed or {}  # def/class names the diff itself renames: old -> new
-        self.origin: list[int | None] = list(range(len(lines_of(source))))  # None: written by an earlier hunk
+        self.removed: set[str] = set()  # def/class names the diff itself removes
+        self.original = lines_of(source)
+        self.origin: list[int | None] = list(range(len(self.original)))  # None: written by an earlier hunk
         self.hunks = [False] * len(self.origin)  # lines a hunk's block covers (the diff shows them)
 
     def has(self, names: list[str]) -> bool:
@@ -277,7 +291,15 @@ class Mapped:
         return [*names[:-1], self.renamed[names[-1]]]
 
     def header_above(self, lines: list[str], at: int, name: list[str]) -> bool:
-        return self.scopes.header_above(lines, at, name)
+        """git's header would name `name` for a block at current line index `at`:
+        in the text as it is, or as it was before the diff's earlier hunks (git
+        took it from the pre-image: a def they renamed or removed is still named)."""
+        if self.scopes.header_above(lines, at, name):
+            return True
+        i = min(at, len(self.origin) - 1)
+        while i >= 0 and self.origin[i] is None:
+            i -= 1
+        return i >= 0 and self.scopes.header_above(self.original, self.origin[i] + (at > i), name)
 
     def chain(self, line: int) -> list[str]:
         """The chain of 1-based current `line`: its original line's, or (a written
@@ -388,6 +410,9 @@ def place(hunk: Hunk, lines: list[str], expected: int, scopes: "Mapped | None"):
     wanted = scopes.as_here(scope_of(hunk) if python else cpp_scope_of(hunk))
     header = scopes.as_here(([header_name(hunk)] if header_name(hunk) else []) if python
                             else [] if wanted else cpp_name(hunk.header))
+    if header and not wanted and not scopes.has(header) and (header[-1] in scopes.removed or
+                                                             hunk.header.strip() in {x.strip() for x in lines}):
+        header = []  # a def the diff itself removes (the text may be applied), or a line not a def here (a string)
     if (wanted and not scopes.has(wanted)) or (header and not scopes.has(header) and not wanted):
         missing = wanted[-1] if wanted else "::".join(header)
         if not any(scopes.norm(t) and scopes.norm(t) in {scopes.norm(x) for x in lines}
@@ -450,6 +475,8 @@ def choose(hunk: Hunk, found_old: list[int], found_new: list[int], expected: int
         return "present"  # its post-image exactly at the line it names there
     if sizes:  # new lines found inside a place of the old ones (lines removed at one end): not applied yet
         found_new = [q for q in found_new if not any(p <= q and q + sizes[1] <= p + sizes[0] for p in found_old)]
+    if expected_new is not None and expected_new in found_new and not pure_addition:
+        return "present"  # its post-image exactly at the line it names there, its old lines not: applied
     if sizes and pure_addition and any(q <= p and p + sizes[0] <= q + sizes[1] for p in found_old for q in found_new):
         raise TransformFailed(f"{hunk.label}: the lines it adds are like the lines around them, so the file looks the "
                               "same with and without it, and the line it names has moved: cannot tell whether it "
