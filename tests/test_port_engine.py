@@ -336,6 +336,25 @@ def test_lines_that_fit_several_places_go_where_the_hunk_before_sat(tmp_path):
     assert result.new_text.splitlines()[5 + second] == "            repo: the repository id"
 
 
+def test_a_top_level_hunk_may_drop_context_but_stays_at_the_top_level(tmp_path):
+    """TE 23f4864dbd onto v0.8: an import removed, the context below it differs
+    in the release. The module is its scope: context may be trimmed (as patch
+    --fuzz does) only to a place whose changed line is unindented too."""
+    head = "import jax\nimport numpy as np\nimport pytest\n"
+    before = f"{head}from jax.experimental import maps\n\nfrom utils import enough\nfrom te import rules\n\n\nX = 1\n"
+    after = before.replace("from jax.experimental import maps\n", "")
+    diff = git_diff(before, after, tmp_path)
+    release = f"# the release\n{head}from jax.experimental import maps\n\nfrom te import rules, other\n\n\nX = 1\n"
+    _, result = outcome(diff, release)
+    assert git_apply(diff, release, tmp_path) is None  # its context is not there as it was
+    assert result.status is Status.APPLIED and result.new_text == release.replace("from jax.experimental import maps\n", ""), \
+        result.detail
+    indented = ("def load():\n" + "".join("    " + line + "\n" for line in (head + "from jax.experimental import maps").splitlines())
+                + "    return maps\n\n\nX = 1\n")
+    _, result = outcome(diff, "# the release\n" + indented)  # the same lines only inside a function: never there
+    assert result.status is not Status.APPLIED, result.detail
+
+
 def test_a_file_half_rewritten_need_not_parse(tmp_path):
     """TE 5f1eaffde8: hunk 1 opens a `try:` that hunk 2 closes."""
     middle = "".join(f"        print({i})\n" for i in range(10))

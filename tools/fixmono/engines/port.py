@@ -423,8 +423,15 @@ def place(hunk: Hunk, lines: list[str], expected: int, scopes: "Mapped | None"):
     if python and any((m := DEF.match(t)) and not m[1] for k, t in hunk.lines if k == " "):
         header = []  # the hunk shows its own top-level def/class: git's header names what lies above it
 
+    # a hunk at the module's top level (no def/class around it, every changed line unindented): its scope is
+    # the module, so a place is confirmed only where the target's line is unindented too
+    top_level = python and not wanted and not header and all(
+        not indent_of(t) for k, t in hunk.lines if k != " " and t.strip())
+
     def confirmed(start: int, probe: int) -> bool:
         """The place whose block starts at line index `start` and whose first change is at `probe`."""
+        if top_level and indent_of(lines[min(probe, len(lines) - 1)]):
+            return False
         chain = scopes.chain(probe + 1)
         return fits(chain, wanted) and (not header or fits(chain, header) and header[-1] in chain
                                         or scopes.header_above(lines, start, header))
@@ -437,7 +444,7 @@ def place(hunk: Hunk, lines: list[str], expected: int, scopes: "Mapped | None"):
                 expected + hunk.new_start - hunk.start)
     if at is not None:
         return at if at == "present" else (at, at + len(old), new, added_rows(hunk))
-    return place_normalised(hunk, lines, scopes, confirmed)
+    return place_normalised(hunk, lines, scopes, confirmed, top_level)
 
 
 def probe_row(hunk: Hunk, side: str) -> int:
@@ -524,8 +531,9 @@ def exact(block: list[str], lines: list[str]) -> list[int]:
     return [i for i in range(len(lines) - len(block) + 1) if lines[i:i + len(block)] == block]
 
 
-def place_normalised(hunk: Hunk, lines: list[str], scopes, confirmed):
-    """Steps 2 and 3: normalised lines, then trimmed context with the scope confirmed."""
+def place_normalised(hunk: Hunk, lines: list[str], scopes, confirmed, top_level: bool = False):
+    """Steps 2 and 3: normalised lines, then trimmed context with the scope
+    confirmed (the hunk's def/class, git's header, or the module's top level)."""
     norm = scopes.norm
     rows = [(i, k, norm(t)) for i, (k, t) in enumerate(hunk.lines) if norm(t)]
     targets = [(i, norm(t)) for i, t in enumerate(lines) if norm(t)]
@@ -538,8 +546,9 @@ def place_normalised(hunk: Hunk, lines: list[str], scopes, confirmed):
         for lead in range(max(trim - MAX_TRIM, 0), min(trim, MAX_TRIM) + 1):
             tail = trim - lead
             core_old = trimmed(olds, lead, tail)
-            if core_old is None or (trim and not (scope_of(hunk) or header_name(hunk) or scopes.norm is norm_cpp
-                                                  and (cpp_scope_of(hunk) or cpp_name(hunk.header)))):
+            if core_old is None or (trim and not (top_level or scope_of(hunk) or header_name(hunk) or
+                                                  scopes.norm is norm_cpp and (cpp_scope_of(hunk)
+                                                                               or cpp_name(hunk.header)))):
                 continue
             if trim and not any(k == "-" for _, k, _ in core_old) and len(core_old) < 2:
                 continue
