@@ -355,6 +355,34 @@ def test_a_top_level_hunk_may_drop_context_but_stays_at_the_top_level(tmp_path):
     assert result.status is not Status.APPLIED, result.detail
 
 
+def signature_methods(names: list[str], kind: str = "Callable") -> str:
+    params = "".join(f"        p{i}: bool = False,\n" for i in range(4))
+    return "".join(f"    def {n}(\n        self,\n{params}        reduce: Union[str, {kind}] = 'mean',\n{params}"
+                   f"    ) -> None:\n        pass\n\n" for n in names)
+
+
+@pytest.mark.parametrize("places", [2, 3])
+def test_the_same_edit_in_as_many_places_as_hunks_goes_one_to_each_in_order(tmp_path, places):
+    """Lightning 46874dfa06 onto 2.2.5: one parameter's annotation changed in
+    two methods' signatures (two hunks with the same lines), the release some
+    lines off: two places, two hunks, one each in order; a third place is
+    one too many to tell (failed)."""
+    head = "from typing import Callable, Union\n\n\nclass Module:\n"
+    before = head + signature_methods(["log", "log_dict"])
+    after = head + signature_methods(["log", "log_dict"], "Callable[[Any], Any]")
+    diff = git_diff(before, after, tmp_path)
+    assert diff.count("\n@@ -") == 2, diff
+    names = ["log", "log_dict"] if places == 2 else ["log", "log_all", "log_dict"]
+    release = "# the release\n" * 4 + head + signature_methods(names[:1]) + "    x = 1\n\n" + signature_methods(names[1:])
+    _, result = outcome(diff, release)
+    if places == 3:
+        assert result.status is Status.FAILED and "3 places" in result.detail, result.detail
+        return
+    assert result.status is Status.APPLIED, result.detail
+    assert result.new_text == release.replace("Union[str, Callable]", "Union[str, Callable[[Any], Any]]")
+    assert result.new_text == git_apply(diff, release, tmp_path)
+
+
 def test_a_file_half_rewritten_need_not_parse(tmp_path):
     """TE 5f1eaffde8: hunk 1 opens a `try:` that hunk 2 closes."""
     middle = "".join(f"        print({i})\n" for i in range(10))

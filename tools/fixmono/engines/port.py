@@ -213,9 +213,10 @@ class DiffTransform:
         lines = lines_of(source)
         changed, present, absent = [], [], []
         offset = drift = 0  # lines added before the next hunk; how far from its named line the last one sat
-        for hunk in self.hunks:
+        for n, hunk in enumerate(self.hunks):
             expected = hunk.start - 1 + offset + drift  # as git apply looks first: shifted as the hunk before
-            result = place(hunk, lines, expected, scopes)
+            alike = sum(h.old == hunk.old and h.new == hunk.new for h in self.hunks[n:])  # it and those after it
+            result = place(hunk, lines, expected, scopes, alike)
             if result == "present":
                 present.append(hunk.label)
                 if len(spots := exact(hunk.new, lines)) == 1:  # where its post-image sits: the drift too
@@ -400,10 +401,11 @@ class Renamed:
                 FileOutcome(self.old, Status.APPLIED, f"{self.old}: renamed away", None)]
 
 
-def place(hunk: Hunk, lines: list[str], expected: int, scopes: "Mapped | None"):
+def place(hunk: Hunk, lines: list[str], expected: int, scopes: "Mapped | None", alike: int = 1):
     """Where `hunk` goes in `lines` (`scopes`: the file's, None outside Python
     and C/C++): (start, stop, replacement lines, rows of added lines in the
-    replacement), "present", or "absent"; TransformFailed when unsure."""
+    replacement), "present", or "absent"; TransformFailed when unsure.
+    `alike`: how many hunks from this one on make this same edit."""
     if scopes is None:
         return place_exactly(hunk, lines, expected)
     python = isinstance(scopes.scopes, Scopes)
@@ -441,7 +443,7 @@ def place(hunk: Hunk, lines: list[str], expected: int, scopes: "Mapped | None"):
     found_new = [p for p in exact(new, lines) if confirmed(p, p + probe_row(hunk, "+"))
                  and not scopes.written(p, len(new))]  # an earlier hunk's own lines are not this one applied
     at = choose(hunk, found_old, found_new, expected, "its lines", (len(old), len(new)),
-                expected + hunk.new_start - hunk.start)
+                expected + hunk.new_start - hunk.start, alike)
     if at is not None:
         return at if at == "present" else (at, at + len(old), new, added_rows(hunk))
     return place_normalised(hunk, lines, scopes, confirmed, top_level)
@@ -471,10 +473,11 @@ def place_exactly(hunk: Hunk, lines: list[str], expected: int):
 
 
 def choose(hunk: Hunk, found_old: list[int], found_new: list[int], expected: int | None, what: str,
-           sizes: tuple[int, int] | None = None, expected_new: int | None = None):
+           sizes: tuple[int, int] | None = None, expected_new: int | None = None, alike: int = 1):
     """From the places of the hunk's old and new lines: "present", the one place
-    to apply at (the line the hunk names where it is one of them), or None when
-    neither is there; TransformFailed when it cannot tell."""
+    to apply at (the line the hunk names where it is one of them; the first of
+    as many places as there are hunks left making this same edit), or None
+    when neither is there; TransformFailed when it cannot tell."""
     pure_addition = not any(k == "-" for k, _ in hunk.lines)
     if expected is not None and expected in found_old:
         return expected  # its lines exactly at the line it names: where git apply puts it, whatever else is here
@@ -494,7 +497,9 @@ def choose(hunk: Hunk, found_old: list[int], found_new: list[int], expected: int
         raise TransformFailed(f"{hunk.label}: both its old and its new lines are in the file; cannot tell whether "
                               "it is applied")  # old lines at the named line, or at one place: git apply's place
     if found_old:
-        return expected if expected in found_old else one(found_old, hunk, what)
+        if expected in found_old:
+            return expected
+        return found_old[0] if len(found_old) == alike > 1 and not found_new else one(found_old, hunk, what)
     return None
 
 
