@@ -383,6 +383,28 @@ def test_the_same_edit_in_as_many_places_as_hunks_goes_one_to_each_in_order(tmp_
     assert result.new_text == git_apply(diff, release, tmp_path)
 
 
+def test_a_module_level_statement_is_its_hunks_scope_when_context_is_dropped(tmp_path):
+    """datasets 0f8c580024 onto 2.11.0: a pin changed inside `REQUIRED_PKGS = [`,
+    its neighbours differ in the release; git's header names the statement. With
+    context dropped, the place must be under that same statement (`EXTRAS = [`
+    holds the same line: never there)."""
+    def entries(name: str, n: int) -> str:
+        return "".join(f'    "{name}{i}>=1.{i}",\n' for i in range(n))
+
+    before = f'import os\n\nREQUIRED_PKGS = [\n{entries("pkg", 8)}    "fsspec>=2021.11",\n{entries("pkg", 8)}]\n\nX = 1\n'
+    after = before.replace('"fsspec>=2021.11"', '"fsspec[http]>=2021.11"')
+    diff = git_diff(before, after, tmp_path)
+    assert "@@ REQUIRED_PKGS = [" in diff, diff
+    extras = f'EXTRAS = [\n{entries("other", 2)}    "fsspec>=2021.11",\n]\n\n'
+    required = f'REQUIRED_PKGS = [\n{entries("pkg", 3)}    "fsspec>=2021.11",\n{entries("new", 4)}]\n\n'
+    release = f"import os\n\n{extras}{required}X = 1\n"
+    _, result = outcome(diff, release)
+    assert result.status is Status.APPLIED, result.detail
+    assert result.new_text == f"import os\n\n{extras}{required.replace('fsspec>=', 'fsspec[http]>=')}X = 1\n"
+    _, result = outcome(diff, f"import os\n\n{extras}X = 1\n")  # only the other list holds the line: not there
+    assert result.status is not Status.APPLIED, result.detail
+
+
 def test_a_file_half_rewritten_need_not_parse(tmp_path):
     """TE 5f1eaffde8: hunk 1 opens a `try:` that hunk 2 closes."""
     middle = "".join(f"        print({i})\n" for i in range(10))

@@ -297,10 +297,30 @@ class Mapped:
         took it from the pre-image: a def they renamed or removed is still named)."""
         if self.scopes.header_above(lines, at, name):
             return True
+        was = self.as_it_was(at)
+        return was is not None and self.scopes.header_above(self.original, was, name)
+
+    def as_it_was(self, at: int) -> int | None:
+        """The index in the original text of the block starting at current line index `at`."""
         i = min(at, len(self.origin) - 1)
         while i >= 0 and self.origin[i] is None:
             i -= 1
-        return i >= 0 and self.scopes.header_above(self.original, self.origin[i] + (at > i), name)
+        return self.origin[i] + (at > i) if i >= 0 else None
+
+    def statement_above(self, lines: list[str], at: int, header: str) -> bool:
+        """git's default section header for a block at `at` (the nearest line
+        above it that starts with a letter, `_` or `$`; "" for none) would
+        begin with `header`: in the text as it is, or as it was before the diff."""
+        def above(text: list[str], at: int) -> str:
+            return next((t.rstrip("\r\n") for t in reversed(text[:at]) if re.match(r"[A-Za-z_$]", t)), "")
+
+        def same(found: str) -> bool:
+            return found.startswith(header.rstrip()) if header.strip() else not found
+
+        if same(above(lines, at)):
+            return True
+        was = self.as_it_was(at)
+        return was is not None and same(above(self.original, was))
 
     def chain(self, line: int) -> list[str]:
         """The chain of 1-based current `line`: its original line's, or (a written
@@ -425,15 +445,20 @@ def place(hunk: Hunk, lines: list[str], expected: int, scopes: "Mapped | None", 
     if python and any((m := DEF.match(t)) and not m[1] for k, t in hunk.lines if k == " "):
         header = []  # the hunk shows its own top-level def/class: git's header names what lies above it
 
-    # a hunk at the module's top level (no def/class around it, every changed line unindented): its scope is
-    # the module, so a place is confirmed only where the target's line is unindented too
-    top_level = python and not wanted and not header and all(
-        not indent_of(t) for k, t in hunk.lines if k != " " and t.strip())
+    # a hunk at the module's level (no def/class in its context above the change, and git's header a statement,
+    # not a def/class: the nearest unindented line above it; a diff without headers: every changed line
+    # unindented): its scope is the module. A place is confirmed where its change is not inside a def/class
+    # (or is an unindented line), and where context was dropped, where git's header would be the same line
+    first = next((i for i, (k, _) in enumerate(hunk.lines) if k != " "), 0)
+    top_level = (python and not wanted and not header_name(hunk) and not any(DEF.match(t) for _, t in hunk.lines[:first])
+                 and (hunk.header.strip() or all(not indent_of(t) for k, t in hunk.lines if k != " " and t.strip())))
 
-    def confirmed(start: int, probe: int) -> bool:
-        """The place whose block starts at line index `start` and whose first change is at `probe`."""
-        if top_level and indent_of(lines[min(probe, len(lines) - 1)]):
-            return False
+    def confirmed(start: int, probe: int, trimmed: bool = False) -> bool:
+        """The place whose block starts at line index `start` and whose first
+        change is at `probe` (`trimmed`: found with context dropped)."""
+        if top_level:
+            inside = scopes.chain(probe + 1) and indent_of(lines[min(probe, len(lines) - 1)])
+            return not inside and (not trimmed or scopes.statement_above(lines, start, hunk.header))
         chain = scopes.chain(probe + 1)
         return fits(chain, wanted) and (not header or fits(chain, header) and header[-1] in chain
                                         or scopes.header_above(lines, start, header))
@@ -560,9 +585,9 @@ def place_normalised(hunk: Hunk, lines: list[str], scopes, confirmed, top_level:
             keep = {i for i, _, _ in core_old}
             core_new = [r for r in news if r[1] == "+" or r[0] in keep]
             at_old = [p for p in seq(core_old, targets, hunk, lines)
-                      if confirmed(targets[p][0], probe(core_old, targets, p))]
+                      if confirmed(targets[p][0], probe(core_old, targets, p), trim > 0)]
             at_new = [p for p in seq(core_new, targets, hunk, lines)
-                      if confirmed(targets[p][0], probe(core_new, targets, p))
+                      if confirmed(targets[p][0], probe(core_new, targets, p), trim > 0)
                       and not any(scopes.written(t, 1) for t, _ in targets[p:p + len(core_new)])]
             p = choose(hunk, at_old, at_new, None, "its lines (as tokens)", (len(core_old), len(core_new)))
             if p == "present":
