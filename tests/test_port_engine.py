@@ -405,6 +405,21 @@ def test_a_module_level_statement_is_its_hunks_scope_when_context_is_dropped(tmp
     assert result.status is not Status.APPLIED, result.detail
 
 
+def test_lines_added_at_the_end_of_a_file_are_found_applied(tmp_path):
+    """The catalogue's pin-moe-routing patch on transformers 5.23/5.24: a class
+    added at the end of the file, the hunk's only context above it. Applied,
+    its context is still there unchanged at the named line: the post-image
+    holding it there is the sign it is applied (git apply would add it twice)."""
+    before = "import os\n\n\ndef wrap(x):\n    return x\n"
+    after = before + "\n\nclass Pinned:\n    pass\n"
+    diff = git_diff(before, after, tmp_path)
+    for text in (before, "import sys\n" + before):
+        _, result = outcome(diff, text)
+        assert result.status is Status.APPLIED and result.new_text.endswith(after), result.detail
+        _, again = outcome(diff, result.new_text)
+        assert again.status is Status.ALREADY_APPLIED, again.detail
+
+
 def test_a_file_half_rewritten_need_not_parse(tmp_path):
     """TE 5f1eaffde8: hunk 1 opens a `try:` that hunk 2 closes."""
     middle = "".join(f"        print({i})\n" for i in range(10))

@@ -467,6 +467,8 @@ def place(hunk: Hunk, lines: list[str], expected: int, scopes: "Mapped | None", 
     found_old = [p for p in exact(old, lines) if confirmed(p, p + probe_row(hunk, "-"))]
     found_new = [p for p in exact(new, lines) if confirmed(p, p + probe_row(hunk, "+"))
                  and not scopes.written(p, len(new))]  # an earlier hunk's own lines are not this one applied
+    if hunk.lines and hunk.lines[-1][0] == "+" and len(lines) - len(new) in found_new and old:
+        return "present"  # lines the diff adds at the end of the file (no context after them) end this file
     at = choose(hunk, found_old, found_new, expected, "its lines", (len(old), len(new)),
                 expected + hunk.new_start - hunk.start, alike)
     if at is not None:
