@@ -227,6 +227,21 @@ def test_the_added_lines_names_must_be_bound_where_they_go(tmp_path, added, ok):
         assert result.status is Status.FAILED and "not defined where they go" in result.detail, result.detail
 
 
+@pytest.mark.parametrize("signature, ok", [
+    ("    def other(self, width: int) -> int:\n", True),  # builtins
+    ("    def other(self, width: os.PathLike) -> int:\n", True),  # an import of the module
+    ("    def other(self, width: PathLike) -> int:\n", False),  # datasets 27ea8e8ead onto 2.18: never imported there
+    ("    def other(self, width) -> PathLike:\n", False),  # a return annotation too
+])
+def test_a_signatures_annotations_are_read_where_the_function_is_defined(tmp_path, signature, ok):
+    after = NAMES_BASE.replace("    def other(self, width):\n", signature)
+    change, result = outcome(git_diff(NAMES_BASE, after, tmp_path), NAMES_BASE)
+    if ok:
+        assert result.status is Status.APPLIED and result.new_text == after, result.detail
+    else:
+        assert result.status is Status.FAILED and "`PathLike`" in result.detail, result.detail
+
+
 def test_a_function_the_target_already_defines_elsewhere_is_not_added_twice():
     """The diff adds a method after `first`; the target already has it, moved below
     `second` and reformatted: adding it again would silently replace it."""
@@ -367,7 +382,7 @@ def test_the_same_edit_in_as_many_places_as_hunks_goes_one_to_each_in_order(tmp_
     two methods' signatures (two hunks with the same lines), the release some
     lines off: two places, two hunks, one each in order; a third place is
     one too many to tell (failed)."""
-    head = "from typing import Callable, Union\n\n\nclass Module:\n"
+    head = "from typing import Any, Callable, Union\n\n\nclass Module:\n"
     before = head + signature_methods(["log", "log_dict"])
     after = head + signature_methods(["log", "log_dict"], "Callable[[Any], Any]")
     diff = git_diff(before, after, tmp_path)

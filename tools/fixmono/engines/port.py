@@ -445,20 +445,22 @@ def place(hunk: Hunk, lines: list[str], expected: int, scopes: "Mapped | None", 
     if python and any((m := DEF.match(t)) and not m[1] for k, t in hunk.lines if k == " "):
         header = []  # the hunk shows its own top-level def/class: git's header names what lies above it
 
-    # a hunk at the module's level (no def/class in its context above the change, and git's header a statement,
-    # not a def/class: the nearest unindented line above it; a diff without headers: every changed line
-    # unindented): its scope is the module. A place is confirmed where its change is not inside a def/class
-    # (or is an unindented line), and where context was dropped, where git's header would be the same line
+    # a hunk under a module-level statement (no def/class in its context above the change, git's header a
+    # statement such as `REQUIRED = [` or `if _AVAILABLE:`, the nearest unindented line above it; a diff
+    # without headers: every changed line unindented): where context was dropped, a place is confirmed only
+    # under that same statement (git's header there the same line), and an unindented change only where the
+    # target's line is unindented too
     first = next((i for i, (k, _) in enumerate(hunk.lines) if k != " "), 0)
-    top_level = (python and not wanted and not header_name(hunk) and not any(DEF.match(t) for _, t in hunk.lines[:first])
-                 and (hunk.header.strip() or all(not indent_of(t) for k, t in hunk.lines if k != " " and t.strip())))
+    flat = all(not indent_of(t) for k, t in hunk.lines if k != " " and t.strip())
+    top_level = (python and not wanted and not header_name(hunk) and (hunk.header.strip() or flat)
+                 and not any(DEF.match(t) for _, t in hunk.lines[:first]))
 
     def confirmed(start: int, probe: int, trimmed: bool = False) -> bool:
         """The place whose block starts at line index `start` and whose first
         change is at `probe` (`trimmed`: found with context dropped)."""
-        if top_level:
-            inside = scopes.chain(probe + 1) and indent_of(lines[min(probe, len(lines) - 1)])
-            return not inside and (not trimmed or scopes.statement_above(lines, start, hunk.header))
+        if top_level and trimmed:
+            return (not flat or not indent_of(lines[min(probe, len(lines) - 1)])) and \
+                scopes.statement_above(lines, start, hunk.header)
         chain = scopes.chain(probe + 1)
         return fits(chain, wanted) and (not header or fits(chain, header) and header[-1] in chain
                                         or scopes.header_above(lines, start, header))
@@ -791,12 +793,15 @@ def name_reads(tree: ast.AST, on_read) -> None:
     """Call on_read(name node, the scopes it sees) for every name read in `tree`:
     its function and the enclosing ones (innermost last), the module; a class
     body's names seen in that body, not in its methods, as Python has it. A
-    function's decorators and defaults are read where it is defined."""
+    function's decorators, defaults and annotations are read where it is defined."""
     def visit(node: ast.AST, scopes: list[dict], own: dict | None = None) -> None:
         here = scopes + [own] if own else scopes
         if isinstance(node, FUNCTIONS):
-            for part in [*getattr(node, "decorator_list", []), *node.args.defaults,
-                         *(d for d in node.args.kw_defaults if d is not None)]:
+            a = node.args
+            params = [*a.posonlyargs, *a.args, *a.kwonlyargs, *(p for p in (a.vararg, a.kwarg) if p is not None)]
+            annotations = [p.annotation for p in params if p.annotation is not None]  # read where it is defined
+            for part in [*getattr(node, "decorator_list", []), *a.defaults, *(d for d in a.kw_defaults if d is not None),
+                         *annotations, *([node.returns] if getattr(node, "returns", None) is not None else [])]:
                 visit(part, here)
             inner = scopes + [scope_names(node)]
             for part in node.body if isinstance(node.body, list) else [node.body]:
