@@ -435,6 +435,25 @@ def test_lines_added_at_the_end_of_a_file_are_found_applied(tmp_path):
         assert again.status is Status.ALREADY_APPLIED, again.detail
 
 
+def test_an_import_added_among_other_imports_of_another_release(tmp_path):
+    """TE 57b4d7bc03 onto v2.5, datasets ead089d949 onto 2.18: a one-line import
+    changed where the release's neighbouring imports (and so git's header, the
+    import above) differ. Imports only: their place is the module's imports,
+    unindented; an import inside a function or a try is never the place."""
+    before = "import os\nimport sys\nfrom functools import reduce\nfrom jax import dtypes\nimport numpy as np\n\n\nX = 1\n"
+    after = before.replace("from jax import dtypes\n", "from jax import dtypes, ffi\n")
+    diff = git_diff(before, after, tmp_path)
+    release = "import os\nfrom functools import reduce, partial\nfrom jax import dtypes\nimport jax.numpy as jnp\n\n\nX = 1\n"
+    _, result = outcome(diff, release)
+    assert git_apply(diff, release, tmp_path) is None
+    assert result.status is Status.APPLIED and result.new_text == release.replace("dtypes\n", "dtypes, ffi\n"), \
+        result.detail
+    inside = "import os\n\n\ndef load():\n    from functools import reduce, partial\n    from jax import dtypes\n" \
+             "    import jax.numpy as jnp\n    return dtypes\n"
+    _, result = outcome(diff, inside)
+    assert result.status is not Status.APPLIED, result.detail
+
+
 def test_a_file_half_rewritten_need_not_parse(tmp_path):
     """TE 5f1eaffde8: hunk 1 opens a `try:` that hunk 2 closes."""
     middle = "".join(f"        print({i})\n" for i in range(10))

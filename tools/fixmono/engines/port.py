@@ -40,6 +40,8 @@ from fixmono.model.projects import PROJECTS
 
 MAX_TRIM = 3  # context lines `patch --fuzz=3` may ignore at each end; here only with the scope confirmed
 DEF = re.compile(r"^(\s*)(?:async\s+)?(?:def|class)\s+([A-Za-z_]\w*)")
+IMPORT = re.compile(r"^(?:import\s+[\w.]+(?:\s+as\s+\w+)?(?:\s*,\s*[\w.]+(?:\s+as\s+\w+)?)*"
+                    r"|from\s+[\w.]+\s+import\s+[\w\s,*]+?)\s*(?:#.*)?$")
 
 
 def scope_of(hunk: Hunk) -> list[str]:
@@ -451,16 +453,18 @@ def place(hunk: Hunk, lines: list[str], expected: int, scopes: "Mapped | None", 
     # under that same statement (git's header there the same line), and an unindented change only where the
     # target's line is unindented too
     first = next((i for i, (k, _) in enumerate(hunk.lines) if k != " "), 0)
-    flat = all(not indent_of(t) for k, t in hunk.lines if k != " " and t.strip())
+    changed = [t for k, t in hunk.lines if k != " " and t.strip()]
+    flat = all(not indent_of(t) for t in changed)
+    imports = flat and all(IMPORT.match(t) for t in changed)  # one-line imports only: their place is the imports
     top_level = (python and not wanted and not header_name(hunk) and (hunk.header.strip() or flat)
                  and not any(DEF.match(t) for _, t in hunk.lines[:first]))
 
     def confirmed(start: int, probe: int, trimmed: bool = False) -> bool:
         """The place whose block starts at line index `start` and whose first
         change is at `probe` (`trimmed`: found with context dropped)."""
-        if top_level and trimmed:
+        if top_level and trimmed:  # (git's header over an import is the import above it: it differs by release)
             return (not flat or not indent_of(lines[min(probe, len(lines) - 1)])) and \
-                scopes.statement_above(lines, start, hunk.header)
+                (imports or scopes.statement_above(lines, start, hunk.header))
         chain = scopes.chain(probe + 1)
         return fits(chain, wanted) and (not header or fits(chain, header) and header[-1] in chain
                                         or scopes.header_above(lines, start, header))
