@@ -215,8 +215,8 @@ def cell_task(fix_id: str, version: str, static: str, pythons: list[str], timeou
 
 
 def placement(fix: Fix) -> dict:
-    if fix.repro_needs == "cpu":
-        return {"num_cpus": 1}
+    if fix.repro_needs == "cpu":  # spread over the nodes (Ray's default packs a node before using the next)
+        return {"num_cpus": 1, "scheduling_strategy": "SPREAD"}
     return {"num_cpus": 1, "num_gpus": 1, "resources": {fix.repro_needs: 1}}
 
 
