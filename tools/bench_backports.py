@@ -377,12 +377,15 @@ def main_diff(gitdir: str, pair: Pair) -> tuple[str, dict[str, list]]:
     return patch, wanted
 
 
-def explained(result: Result, files: dict[str, str], patch: str, applied: Result) -> bool:
-    """A wrong text is what the main diff says: git apply's text, or exactly the diff's added and removed lines."""
+def explained(result: Result, files: dict[str, str], patch: str, applied: Result, truth: dict[str, str]) -> bool:
+    """A wrong text is what the main diff says: git apply's text, or each file
+    the backport's or exactly the diff's added and removed lines."""
     if applied.status == "applied":
         return result.texts == applied.texts
     parsed = parse_patch(patch, "main.patch")
     for f in parsed.files:
+        if result.texts[f.path] == truth.get(f.path):
+            continue  # (a line diff of it may pair its lines otherwise than the main diff does)
         want = Counter((k, norm(t)) for h in f.hunks for k, t in h.lines if k != " " and norm(t))
         have = Counter()
         for line in difflib.unified_diff(files[f.path].splitlines(), result.texts[f.path].splitlines(),
@@ -406,7 +409,7 @@ def release_branch_rows(gitdir: str, pair: Pair, patch: str, wanted: dict, verbo
         elif result.texts == truth:
             verdict = "identical"
         else:
-            verdict = "wrong explained" if explained(result, files, patch, results["git apply"]) else "wrong"
+            verdict = "wrong explained" if explained(result, files, patch, results["git apply"], truth) else "wrong"
         row[tool] = verdict
     eng, plain = results[ENGINE], results["git apply"]
     row["engine status"], row["engine message"] = eng.status, eng.message
