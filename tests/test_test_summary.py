@@ -6,10 +6,13 @@ import test_summary
 
 
 def write_xml(root, label, tests, failures, skipped=0):
+    """A JUnit file shaped as pytest writes it: a skipped case holds <skipped message=...>."""
     d = root.joinpath(*label[2:].replace(":", "/").split("/"))
     d.mkdir(parents=True)
-    (d / "test.xml").write_text(f'<testsuites><testsuite name="pytest" tests="{tests}" '
-                                f'failures="{failures}" errors="0" skipped="{skipped}"/></testsuites>')
+    cases = "".join(f'<testcase name="test_{i}"><skipped type="pytest.skip" message="why {i}\n  more">'
+                    f'</skipped></testcase>' if i < skipped else f'<testcase name="test_{i}"/>' for i in range(tests))
+    (d / "test.xml").write_text(f'<testsuites><testsuite name="pytest" tests="{tests}" failures="{failures}" '
+                                f'errors="0" skipped="{skipped}">{cases}</testsuite></testsuites>')
 
 
 def run(tmp_path, monkeypatch, capsys, output):
@@ -31,3 +34,14 @@ def test_counts_cases_and_failed_targets(tmp_path, monkeypatch, capsys):
 def test_no_targets_is_a_failure(tmp_path, monkeypatch, capsys):
     code, last = run(tmp_path, monkeypatch, capsys, "ERROR: build failed\n")
     assert last == "0 passed, 0 failed" and code == 1
+
+
+def test_each_skipped_case_is_listed_with_its_reason_before_the_counts(tmp_path, monkeypatch):
+    write_xml(tmp_path, "//a:t1", tests=4, failures=0, skipped=2)
+    monkeypatch.setattr(sys, "stdin", io.StringIO("//a:t1    PASSED in 1.0s\n"))
+    out = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", out)
+    assert test_summary.main(str(tmp_path)) == 0
+    assert out.getvalue().splitlines()[-4:] == [
+        "SKIPPED //a:t1 test_0: why 0 more", "SKIPPED //a:t1 test_1: why 1 more",
+        "1 test targets; 2 test cases skipped", "2 passed, 0 failed"]

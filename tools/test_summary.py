@@ -3,7 +3,8 @@
 Reads Bazel's output on stdin (passing it through), takes the targets this run
 reported, and counts the test cases in their JUnit files (pytest writes them to
 XML_OUTPUT_FILE). A target that failed without a JUnit file counts as one
-failed case. Exit code: 0 when nothing failed.
+failed case. Each skipped case is listed with its reason, as `pytest -rs` does
+(Bazel prints nothing of a passing target). Exit code: 0 when nothing failed.
 """
 import re
 import sys
@@ -14,15 +15,17 @@ STATUS = re.compile(r"^(//\S+)\s+(?:\(cached\)\s+)?(PASSED|FAILED|TIMEOUT|FLAKY|
                     r"FAILED TO BUILD|SKIPPED)\b")
 
 
-def count_cases(xml: Path) -> tuple[int, int, int]:
+def count_cases(xml: Path) -> tuple[int, int, list[str]]:
+    """Passed and failed cases, and a `name: reason` line per skipped case."""
     root = ET.parse(xml).getroot()
     suites = [root] if root.tag == "testsuite" else root.iter("testsuite")
-    total = failed = skipped = 0
+    total = failed = 0
     for s in suites:
         total += int(s.get("tests", 0))
         failed += int(s.get("failures", 0)) + int(s.get("errors", 0))
-        skipped += int(s.get("skipped", 0))
-    return total - failed - skipped, failed, skipped
+    skipped = [f"{case.get('name')}: {' '.join(mark.get('message', '').split())[:300]}"
+               for case in root.iter("testcase") for mark in case.findall("skipped")]
+    return total - failed - len(skipped), failed, skipped
 
 
 def main(testlogs: str) -> int:
@@ -31,7 +34,8 @@ def main(testlogs: str) -> int:
         sys.stdout.write(line)
         if m := STATUS.match(line.strip()):
             targets[m.group(1)] = m.group(2)
-    passed = failed = skipped = 0
+    passed = failed = 0
+    skipped = []
     for label, status in sorted(targets.items()):
         xml = Path(testlogs, *label[2:].replace(":", "/").split("/"), "test.xml")
         if status == "SKIPPED":
@@ -41,9 +45,12 @@ def main(testlogs: str) -> int:
             if status != "PASSED" and f == 0:
                 f = 1  # e.g. a crash after the report was written
         else:
-            p, f, s = 0, 1, 0
-        passed, failed, skipped = passed + p, failed + f, skipped + s
-    print(f"{len(targets)} test targets; {skipped} test cases skipped")
+            p, f, s = 0, 1, []
+        passed, failed = passed + p, failed + f
+        skipped += [f"SKIPPED {label} {line}" for line in s]
+    for line in skipped:
+        print(line)
+    print(f"{len(targets)} test targets; {len(skipped)} test cases skipped")
     print(f"{passed} passed, {failed} failed")
     return 1 if failed or not targets else 0
 

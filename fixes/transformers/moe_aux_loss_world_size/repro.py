@@ -46,7 +46,9 @@ def free_ports(count: int) -> list[int]:
 
 def rank_env(world: int, rank: int, port: int) -> dict[str, str]:
     env = {k: v for k, v in child_env().items() if k not in LAUNCH_VARS}  # ours, not a launcher's around us
-    env.update(CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", GLOO_SOCKET_IFNAME="lo")
+    # PYTHONFAULTHANDLER: a rank killed by a signal (SIGABRT from C++) prints where it was
+    env.update(CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", GLOO_SOCKET_IFNAME="lo",
+               PYTHONFAULTHANDLER="1")
     if world > 1:
         env.update(WORLD_SIZE=str(world), RANK=str(rank), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world),
                    MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
@@ -58,50 +60,52 @@ def run_groups(groups: dict[str, tuple[int, bool]], folder: Path) -> dict[str, d
     process group (session); all are killed on a failure or at TIMEOUT, and
     nothing outlives this call. Returns rank 0's record per group."""
     ports = free_ports(len(groups))
-    procs: list[tuple[str, subprocess.Popen]] = []
+    procs: list[tuple[str, Path, subprocess.Popen]] = []  # (group, its log, the rank)
     try:
         for (label, (world, hotfix)), port in zip(groups.items(), ports):
             (folder / label).mkdir(parents=True)
             for rank in range(world):
-                log = open(folder / label / f"rank{rank}.log", "w")
-                with log:
-                    procs.append((label, subprocess.Popen(
+                log = folder / label / f"rank{rank}.log"
+                with open(log, "w") as out:
+                    procs.append((label, log, subprocess.Popen(
                         module_command(RANKS, str(folder / label / "out.json"), *(["--hotfix"] * hotfix)),
-                        env=rank_env(world, rank, port), stdin=subprocess.DEVNULL, stdout=log,
+                        env=rank_env(world, rank, port), stdin=subprocess.DEVNULL, stdout=out,
                         stderr=subprocess.STDOUT, start_new_session=True)))
         deadline = time.monotonic() + TIMEOUT
-        while any(p.poll() is None for _, p in procs):
-            failed = [(label, p) for label, p in procs if p.poll() not in (None, 0)]
-            if failed or time.monotonic() > deadline:
-                if not failed:
-                    label = next(label for label, p in procs if p.poll() is None)
-                    raise RuntimeError(f"{label}: no result in {TIMEOUT:.0f} s")
-                raise RuntimeError(f"{failed[0][0]}: {why(folder / failed[0][0])} ({exit_status(failed[0][1])})")
+        while any(p.poll() is None for *_, p in procs):
+            if failed := [(label, log, p) for label, log, p in procs if p.poll() not in (None, 0)]:
+                raise RuntimeError(failure(*failed[0]))
+            if time.monotonic() > deadline:
+                label = next(label for label, _, p in procs if p.poll() is None)
+                raise RuntimeError(f"{label}: no result in {TIMEOUT:.0f} s")
             time.sleep(0.2)
-        if failed := [(label, p) for label, p in procs if p.returncode != 0]:
-            raise RuntimeError(f"{failed[0][0]}: {why(folder / failed[0][0])} ({exit_status(failed[0][1])})")
+        if failed := [(label, log, p) for label, log, p in procs if p.returncode != 0]:
+            raise RuntimeError(failure(*failed[0]))
         return {label: json.loads((folder / label / "out.json").read_text()) for label in groups}
     finally:
-        for _, p in procs:
+        for *_, p in procs:
             if p.poll() is None:
                 os.killpg(p.pid, signal.SIGKILL)
             p.wait()
 
 
-def exit_status(proc: subprocess.Popen) -> str:
+def failure(label: str, log: Path, proc: subprocess.Popen) -> str:
+    """`group: rankN: what it printed last (exit status)`: the last exception
+    line (torch may print warnings after the traceback); else, for a rank
+    killed by a signal, the innermost Python frame faulthandler printed and
+    the C++ message before it (`terminate called ...`, `what(): ...`); else
+    its last line."""
     code = proc.returncode
-    return f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit {code}"
-
-
-def why(group: Path) -> str:
-    """What a failed rank left: its exit status and the last exception line
-    it printed (torch may print warnings after the traceback)."""
-    for log in sorted(group.glob("rank*.log")):
-        lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
-        errors = [line for line in lines if re.search(r"(Error|Exception)\b", line)]
-        if errors:
-            return f"{log.stem}: {errors[-1][:300]}"
-    return "a rank exited non-zero (no exception printed)"
+    status = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit {code}"
+    lines = [line.strip() for line in log.read_text(errors="replace").splitlines() if line.strip()]
+    errors = [line for line in lines if re.search(r"(Error|Exception)\b", line) and not line.startswith("Fatal Python")]
+    if errors:
+        return f"{label}: {log.stem}: {errors[-1][:300]} ({status})"
+    said = [line for line in lines if line.startswith(("terminate called", "what():", "Fatal Python error"))]
+    frames = [line for line in lines if line.startswith("File ")]
+    if said or frames:
+        return f"{label}: {log.stem}: {' / '.join(said[-3:] + frames[:1])[:400]} ({status})"
+    return f"{label}: {log.stem}: {lines[-1][:300] if lines else 'printed nothing'} ({status})"
 
 
 def compare(single: dict, multi: dict) -> dict:
