@@ -264,7 +264,7 @@ Fix id: `{fix.id}` · imported with `fixmono import` · origin: {origin}
 (fill in: the issue, the pull request, the first release that has it)
 
 ## Versions
-`tools/drift --fix {fix.id}` gives the status on every published release.
+`fixmono drift --fix {fix.id}` (or `tools/drift_matrix --fix {fix.id}`) gives the status on every published release.
 """
 
 
