@@ -56,10 +56,41 @@ REPRO = ("from transformers.fixmono_example import Scheduler\n"
          "else:\n    print('not-reproduced', round(value, 6), Scheduler().scale())\n")
 
 
-def diff(before: str, after: str) -> str:
+# a rule registered in a table when the module runs (as jax registers its batching rules), and a decorated one
+REGISTRY = '''RULES = {}
+
+
+def rule(x):
+    return x + 1
+
+
+RULES["add"] = rule
+
+
+class traced:  # a wrapper object, as jax.jit gives
+    def __init__(self, f):
+        self.f = f
+
+    def __call__(self, *args):
+        return self.f(*args)
+
+
+@traced
+def wrapped(x):
+    return x + 1
+
+
+class Table:
+    @staticmethod
+    def lookup(x):
+        return x + 1
+'''
+
+
+def diff(before: str, after: str, path: str = PATH) -> str:
     import difflib
 
-    return "".join(difflib.unified_diff(before.splitlines(True), after.splitlines(True), f"a/{PATH}", f"b/{PATH}"))
+    return "".join(difflib.unified_diff(before.splitlines(True), after.splitlines(True), f"a/{path}", f"b/{path}"))
 
 
 @pytest.fixture(scope="module")
@@ -74,6 +105,7 @@ def python(tmp_path_factory) -> Path:
     (site / "transformers").mkdir()
     (site / "transformers" / "__init__.py").write_text("")
     (site / "transformers" / "fixmono_example.py").write_text(INSTALLED)
+    (site / "transformers" / "fixmono_registry.py").write_text(REGISTRY)
     (site / "zz-fixmono-paths.pth").write_text(f"{REPO_ROOT / 'tools'}\n{REPO_ROOT}\n{sysconfig.get_paths()['purelib']}\n")
     setup = ast.parse((REPO_ROOT / "setup.py").read_text())
     pth = ast.literal_eval(next(n.value for n in setup.body if isinstance(n, ast.Assign)
@@ -128,3 +160,24 @@ def test_a_patch_that_cannot_be_read_is_logged_and_the_import_goes_on(python, tm
     missing = run(python, REPRO, FIXMONO_HOTFIXES=str(tmp_path / "nowhere.patch"))
     assert missing.returncode == 0 and missing.stdout.strip() == "reproduced"
     assert "nowhere.patch: not set up" in missing.stderr and "Traceback" not in missing.stderr, missing.stderr
+
+
+def test_a_plain_function_is_fixed_in_place_for_every_holder_and_a_decorated_one_by_name(python, tmp_path):
+    """A registry and a `from m import f` made before the hot-fix see the fixed
+    body (the function keeps its object, its code is replaced); a decorated
+    function is rebound by name, so an early alias of its wrapper keeps the
+    old; disable puts every one back."""
+    patch = tmp_path / "0001-rules.patch"
+    patch.write_text(diff(REGISTRY, REGISTRY.replace("return x + 1", "return x + 2"),
+                          "src/transformers/fixmono_registry.py"))
+    code = ("from transformers import fixmono_registry as m\n"
+            "from transformers.fixmono_registry import rule as early, wrapped as early_wrapped\n"
+            "from fixmono.runtime.hotfixes import enable_hotfixes, disable_hotfixes\n"
+            "show = lambda: print(m.RULES['add'](1), early(1), m.rule(1), m.wrapped(1), early_wrapped(1), "
+            "m.Table.lookup(1))\n"
+            f"show(); print(enable_hotfixes([{str(patch)!r}])); show()\n"
+            f"print(disable_hotfixes([{str(patch)!r}])); show()\n")
+    done = run(python, code)
+    lines = done.stdout.splitlines()
+    assert done.returncode == 0 and len(lines) == 5, done.stdout + done.stderr
+    assert lines[0] == "2 2 2 2 2 2" and lines[2] == "3 3 3 3 2 3" and lines[4] == "2 2 2 2 2 2", lines

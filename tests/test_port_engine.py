@@ -495,3 +495,21 @@ def test_a_global_the_diff_removes_that_this_release_still_reads_is_refused(tmp_
     older = before.replace("    return 2\n", "    return _GEMM * 2\n")
     _, result = outcome(diff, older)
     assert result.status is Status.FAILED and "`_GEMM` is read" in result.detail, result.detail
+
+
+def test_a_fix_made_there_in_another_form_is_failed_with_that_said(tmp_path):
+    """jax.nn.standardize's NaN fix (c13c96b656) on jax 0.10.1+: the release holds
+    the line the diff adds and not the line it removes, but inside a branch the
+    function grew since. Still `failed` (a diff cannot judge another form), with
+    the hint; a release that lacks one added line gets the plain reason."""
+    before = "def scale(x, v):\n    v = v - 1\n    return sub(x, asarray(m)) * rsqrt(asarray(v) + eps)\n"
+    after = "def scale(x, v):\n    v = v - 1\n    v = clip(v, 0)\n    return sub(x, m) * rsqrt(v + eps)\n"
+    diff = git_diff(before, after, tmp_path)
+    other_form = ("def scale(x, v, mode='fast'):\n    if mode == 'fast':\n        v = v - 1\n"
+                  "        v = clip(v, 0)\n    else:\n        raise ValueError(mode)\n"
+                  "    return sub(x, m) * rsqrt(v + eps)\n")
+    _, result = outcome(diff, other_form)
+    assert result.status is Status.FAILED and "fixed there in another form?" in result.detail, result.detail
+    lacking = other_form.replace("        v = clip(v, 0)\n", "")
+    _, result = outcome(diff, lacking)
+    assert result.status is Status.FAILED and "another form" not in result.detail, result.detail

@@ -604,8 +604,13 @@ def place_normalised(hunk: Hunk, lines: list[str], scopes, confirmed, top_level:
                 return splice(hunk, lines, targets[p:p + len(core_old)], core_old, norm)
     if removed and not any(resembles(hunk, i, targets, norm) for i in removed):
         return "absent"  # nothing like the lines it removes is in the file: the code is not there
+    have = {t for _, t in targets}
+    added = {t for _, k, t in rows if k == "+"}
+    if removed and added and added <= have and not any(norm(hunk.lines[i][1]) in have for i in removed):
+        raise TransformFailed(f"{hunk.label}: every line it adds is in the file and no line it removes is, but not "
+                              "with its context: fixed there in another form? refusing to guess")
     differing = next((hunk.lines[i][1].strip() for i, k, _ in olds if k == "-" and
-                      norm(hunk.lines[i][1]) not in {t for _, t in targets}), None)
+                      norm(hunk.lines[i][1]) not in have), None)
     raise TransformFailed(f"{hunk.label}: its context or removed lines are not in the file"
                           + (f" (e.g. `{differing}`)" if differing else "") + "; refusing to guess")
 

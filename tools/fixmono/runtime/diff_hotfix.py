@@ -4,8 +4,11 @@ the module's own file, so the installed release's text, not the diff's), in
 that module's namespace, and swapped in. Nothing else is touched: a diff that
 changes module statements, class attributes, decorators, or adds or removes
 a function is refused with one line saying so, and so is one whose module is
-not importable here. Callers that imported a changed function by name before
-(`from m import f`) keep the old one, as with any monkeypatch.
+not importable here. A plain function (no decorator but staticmethod or
+classmethod) keeps its object and gets the new code, so a registry holding it
+or a `from m import f` made before runs the fix too; a decorated one is
+rebound by name, and callers holding the old wrapper keep it, as with any
+monkeypatch.
 
     enable(fix) / disable(fix)   a diff fix's HotFix (engines/imported.runtime_form makes it)
     from_patch(path)   a patch file's diff fix with its hot-fix (FIXMONO_HOTFIXES=path.patch)
@@ -16,6 +19,7 @@ import ast
 import dataclasses
 import importlib
 import inspect
+import types
 from pathlib import Path
 
 from fixmono.engines.imported import runtime_form
@@ -103,7 +107,7 @@ def resolve(module, dotted: str):
     return target
 
 
-SWAPPED: dict[str, list[tuple[object, str, object]]] = {}  # fix id -> (owner, name, the installed value)
+SWAPPED: dict[str, list[tuple]] = {}  # fix id -> how to undo each swap (swap())
 
 
 def enable(fix: Fix) -> str:
@@ -137,18 +141,41 @@ def enable(fix: Fix) -> str:
             return f"not enabled: {name}: {err}"
     if not plan:
         return "the installed modules already have the diff; nothing to do"
-    SWAPPED[fix.id] = [(owner, attr, vars(owner)[attr]) for owner, attr, _, _ in plan]
-    for owner, attr, value, _ in plan:
-        setattr(owner, attr, value)
+    SWAPPED[fix.id] = [swap(owner, attr, value) for owner, attr, value, _ in plan]
     return f"enabled: {', '.join(where for *_, where in plan)} from the diff, ported to the installed source"
+
+
+def plain_function(value) -> types.FunctionType | None:
+    """The function object itself of a def with no decorator but staticmethod or classmethod."""
+    value = getattr(value, "__func__", value) if isinstance(value, (staticmethod, classmethod)) else value
+    return value if isinstance(value, types.FunctionType) else None
+
+
+def swap(owner, attr: str, value) -> tuple:
+    """Put `value` in place of owner.attr; returns how to undo it. A plain
+    function keeps its object and gets the new code, so every reference to it
+    runs the fix (a registry that holds it, `from m import f` done before); a
+    decorated one (its wrapper is another object) is rebound by name only."""
+    installed = vars(owner)[attr]
+    old, new = plain_function(installed), plain_function(value)
+    if old is not None and new is not None and old.__code__.co_freevars == new.__code__.co_freevars \
+            and type(installed) is type(value):
+        code = old.__code__
+        old.__code__ = new.__code__
+        return ("code", old, code)
+    setattr(owner, attr, value)
+    return ("name", owner, attr, installed)
 
 
 def disable(fix: Fix) -> str:
     swapped = SWAPPED.pop(fix.id, None)
     if not swapped:
         return "not enabled; nothing to do"
-    for owner, attr, value in reversed(swapped):
-        setattr(owner, attr, value)
+    for undo in reversed(swapped):
+        if undo[0] == "code":
+            undo[1].__code__ = undo[2]
+        else:
+            setattr(*undo[1:])
     return "disabled: the installed functions are back"
 
 
