@@ -67,7 +67,15 @@ def rule(x):
 RULES["add"] = rule
 
 
-class traced:  # a wrapper object, as jax.jit gives
+class traced:  # a wrapper object naming its function, as jax.jit gives
+    def __init__(self, f):
+        self.f = self.__wrapped__ = f
+
+    def __call__(self, *args):
+        return self.f(*args)
+
+
+class opaque:  # a wrapper that does not say what it wraps
     def __init__(self, f):
         self.f = f
 
@@ -77,6 +85,11 @@ class traced:  # a wrapper object, as jax.jit gives
 
 @traced
 def wrapped(x):
+    return x + 1
+
+
+@opaque
+def hidden(x):
     return x + 1
 
 
@@ -162,22 +175,23 @@ def test_a_patch_that_cannot_be_read_is_logged_and_the_import_goes_on(python, tm
     assert "nowhere.patch: not set up" in missing.stderr and "Traceback" not in missing.stderr, missing.stderr
 
 
-def test_a_plain_function_is_fixed_in_place_for_every_holder_and_a_decorated_one_by_name(python, tmp_path):
+def test_a_function_is_fixed_in_place_for_every_holder_and_an_opaque_wrapper_by_name(python, tmp_path):
     """A registry and a `from m import f` made before the hot-fix see the fixed
-    body (the function keeps its object, its code is replaced); a decorated
-    function is rebound by name, so an early alias of its wrapper keeps the
-    old; disable puts every one back."""
+    body (the function keeps its object, its code is replaced), also through a
+    decorator's wrapper that names it as __wrapped__ (as jax.jit's does); a
+    decorated def whose wrapper does not is rebound by name, so an early alias
+    of its wrapper keeps the old; disable puts every one back."""
     patch = tmp_path / "0001-rules.patch"
     patch.write_text(diff(REGISTRY, REGISTRY.replace("return x + 1", "return x + 2"),
                           "src/transformers/fixmono_registry.py"))
     code = ("from transformers import fixmono_registry as m\n"
-            "from transformers.fixmono_registry import rule as early, wrapped as early_wrapped\n"
+            "from transformers.fixmono_registry import rule as early, wrapped as early_wrapped, hidden\n"
             "from fixmono.runtime.hotfixes import enable_hotfixes, disable_hotfixes\n"
             "show = lambda: print(m.RULES['add'](1), early(1), m.rule(1), m.wrapped(1), early_wrapped(1), "
-            "m.Table.lookup(1))\n"
+            "m.Table.lookup(1), m.hidden(1), hidden(1))\n"
             f"show(); print(enable_hotfixes([{str(patch)!r}])); show()\n"
             f"print(disable_hotfixes([{str(patch)!r}])); show()\n")
     done = run(python, code)
     lines = done.stdout.splitlines()
     assert done.returncode == 0 and len(lines) == 5, done.stdout + done.stderr
-    assert lines[0] == "2 2 2 2 2 2" and lines[2] == "3 3 3 3 2 3" and lines[4] == "2 2 2 2 2 2", lines
+    assert lines[0] == lines[4] == "2 2 2 2 2 2 2 2" and lines[2] == "3 3 3 3 3 3 3 2", lines

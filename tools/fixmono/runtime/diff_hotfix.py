@@ -4,11 +4,12 @@ the module's own file, so the installed release's text, not the diff's), in
 that module's namespace, and swapped in. Nothing else is touched: a diff that
 changes module statements, class attributes, decorators, or adds or removes
 a function is refused with one line saying so, and so is one whose module is
-not importable here. A plain function (no decorator but staticmethod or
-classmethod) keeps its object and gets the new code, so a registry holding it
-or a `from m import f` made before runs the fix too; a decorated one is
-rebound by name, and callers holding the old wrapper keep it, as with any
-monkeypatch.
+not importable here. The function holding a def's body (the def, or what
+its decorator's wrapper names as __wrapped__) keeps its object and gets the
+new code, so a registry holding it or a `from m import f` made before runs
+the fix too (what a decorator cached of earlier calls, e.g. jax.jit's traces,
+is kept); a decorated def without __wrapped__ is rebound by name, and callers
+holding the old wrapper keep it, as with any monkeypatch.
 
     enable(fix) / disable(fix)   a diff fix's HotFix (engines/imported.runtime_form makes it)
     from_patch(path)   a patch file's diff fix with its hot-fix (FIXMONO_HOTFIXES=path.patch)
@@ -145,19 +146,25 @@ def enable(fix: Fix) -> str:
     return f"enabled: {', '.join(where for *_, where in plan)} from the diff, ported to the installed source"
 
 
-def plain_function(value) -> types.FunctionType | None:
-    """The function object itself of a def with no decorator but staticmethod or classmethod."""
+def body_of(value) -> types.FunctionType | None:
+    """The function object that holds a def's body: the def itself (no decorator
+    but staticmethod or classmethod), or the function a decorator's wrapper
+    names as its __wrapped__ (functools.wraps, jax.jit)."""
     value = getattr(value, "__func__", value) if isinstance(value, (staticmethod, classmethod)) else value
-    return value if isinstance(value, types.FunctionType) else None
+    if isinstance(value, types.FunctionType) and not hasattr(value, "__wrapped__"):
+        return value
+    wrapped = getattr(value, "__wrapped__", None)
+    return wrapped if isinstance(wrapped, types.FunctionType) and not hasattr(wrapped, "__wrapped__") else None
 
 
 def swap(owner, attr: str, value) -> tuple:
-    """Put `value` in place of owner.attr; returns how to undo it. A plain
-    function keeps its object and gets the new code, so every reference to it
-    runs the fix (a registry that holds it, `from m import f` done before); a
-    decorated one (its wrapper is another object) is rebound by name only."""
+    """Put `value` in place of owner.attr; returns how to undo it. The function
+    holding the body keeps its object and gets the new code, so every
+    reference to it or to its decorator's wrapper runs the fix (a registry
+    that holds it, `from m import f` done before); other decorated defs are
+    rebound by name only."""
     installed = vars(owner)[attr]
-    old, new = plain_function(installed), plain_function(value)
+    old, new = body_of(installed), body_of(value)
     if old is not None and new is not None and old.__code__.co_freevars == new.__code__.co_freevars \
             and type(installed) is type(value):
         code = old.__code__

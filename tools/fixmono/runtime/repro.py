@@ -1,7 +1,9 @@
-"""Shared pieces of the reproducers: backend detection, the verdict printer."""
+"""Shared pieces of the reproducers: backend detection, the verdict printer,
+and each side of a two-sided run measured in a fresh interpreter."""
 from __future__ import annotations
 
 import json
+import subprocess
 
 from fixmono.model.fix import ReproResult
 
@@ -28,15 +30,59 @@ def report(result: ReproResult, as_json: bool = False) -> int:
     return result.verdict.exit_code
 
 
-def cli(reproduce, doc: str, argv: list[str] | None = None, options: tuple = ()) -> int:
+def cli(reproduce, doc: str, argv: list[str] | None = None, options: tuple = (), measure=None) -> int:
     """A reproducer's command line: --json, plus `options` ((flag, help) pairs
-    whose values go to reproduce() by name); exit code as report()."""
+    whose values go to reproduce() by name); exit code as report(). With
+    `measure` (a function returning a JSON-able dict), also the child side of
+    measured_apart: `--measure [--hotfix ID]` prints its result as one line."""
     import argparse
 
     p = argparse.ArgumentParser(description=doc.split("\n")[0])
     for flag, help_text in options:
         p.add_argument(flag, help=help_text)
     p.add_argument("--json", action="store_true")
+    if measure is not None:
+        p.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)
+        p.add_argument("--hotfix", help=argparse.SUPPRESS)
     args = vars(p.parse_args(argv))
     as_json = args.pop("json")
+    if args.pop("measure", False):
+        return measured(measure, args.pop("hotfix"))
+    args.pop("hotfix", None)
     return report(reproduce(**args), as_json)
+
+
+def measured(measure, fix_id: str | None) -> int:
+    """The child side: the hot-fix on first (before the library traces or caches
+    anything), then one JSON line: {"hotfix": its message or null, **measure()}."""
+    message = None
+    if fix_id:
+        from fixmono.runtime.hotfixes import enable_hotfixes
+
+        (message,) = enable_hotfixes([fix_id])
+    print(json.dumps({"hotfix": message, **measure()}))
+    return 0
+
+
+class MeasureFailed(Exception):
+    """A side of a two-sided run could not be measured here (its last line says why)."""
+
+
+def measured_apart(module: str, fix_id: str | None = None, timeout: float = 300.0) -> dict:
+    """`python -m module --measure [--hotfix fix_id]` in a fresh interpreter: what
+    it measured. Each side apart, so that nothing a library traced or cached
+    without the fix (jax's jit caches, registered rules) is reused with it."""
+    from fixmono.runtime.child import child_env, module_command
+
+    env = {k: v for k, v in child_env().items() if k != "FIXMONO_HOTFIXES"}
+    command = module_command(module, "--measure", *(["--hotfix", fix_id] if fix_id else []))
+    try:
+        run = subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout,
+                             stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise MeasureFailed(f"no result in {timeout:.0f} s") from None
+    lines = run.stdout.strip().splitlines()
+    if run.returncode != 0 or not lines:
+        said = [line for line in run.stderr.strip().splitlines() if line.strip()]
+        raise MeasureFailed(said[-1][:300] if said else f"exit {run.returncode}, nothing printed")
+    return json.loads(lines[-1])
