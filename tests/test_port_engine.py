@@ -513,3 +513,22 @@ def test_a_fix_made_there_in_another_form_is_failed_with_that_said(tmp_path):
     lacking = other_form.replace("        v = clip(v, 0)\n", "")
     _, result = outcome(diff, lacking)
     assert result.status is Status.FAILED and "another form" not in result.detail, result.detail
+
+
+def test_a_keyword_added_where_the_calls_later_arguments_differ(tmp_path):
+    """transformers 5.24's Falcon fix (position_ids passed to create_causal_mask) on
+    5.10, whose call ends with other arguments: the hunk's trailing context is
+    dropped, so its old lines are a prefix of its new ones. That is no sign of
+    being applied unless an added line reads like its neighbour (`None,` among
+    `None,`): applied once, then already-applied."""
+    made_on = ("class Model:\n    def forward(self, x, mask, cache, pos):\n        m = build(\n            x=x,\n"
+               "            mask=mask,\n            cache=cache,\n            skip=False,\n        )\n"
+               "        return self.layer(x, mask=m, pos=pos)\n")
+    fixed = made_on.replace("            cache=cache,\n", "            cache=cache,\n            pos=pos,\n", 1)
+    diff = git_diff(made_on, fixed, tmp_path)
+    release = made_on.replace("            skip=False,\n", "            extra=lambda *a: True,\n")
+    _, result = outcome(diff, release)
+    assert result.status is Status.APPLIED, result.detail
+    assert result.new_text == release.replace("            cache=cache,\n", "            cache=cache,\n            pos=pos,\n")
+    _, again = outcome(diff, result.new_text)
+    assert again.status is Status.ALREADY_APPLIED, again.detail

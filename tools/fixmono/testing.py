@@ -130,6 +130,20 @@ def release_result(fix_id: str, dist: str, version: str) -> dict:
     return result
 
 
+def reproduce_on_release(module: str, dist: str, version: str) -> dict:
+    """A reproducer's --json result against dist==version installed beside this
+    interpreter (drift --run's cached environment: built once per machine, shared
+    by the tests that ask for the same release), fixmono's own packages after it."""
+    from fixmono.analysis.envs import Base, environment
+    from fixmono.runtime.child import child_env
+
+    folder = environment(Base.of(sys.executable), dist, version)
+    run = subprocess.run([sys.executable, "-m", module, "--json"], capture_output=True, text=True,
+                         env=child_env(before=(str(folder),)), timeout=600)
+    assert run.stdout.startswith("{"), run.stderr[-3000:]
+    return json.loads(run.stdout)
+
+
 def write_wheel(directory: Path, name: str, version: str, files: dict[str, str | bytes],
                 unlisted: dict[str, str | bytes] = {}, wheel_version: str = "1.0", requires: tuple[str, ...] = (),
                 metadata: str = "") -> Path:

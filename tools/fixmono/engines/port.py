@@ -520,7 +520,8 @@ def choose(hunk: Hunk, found_old: list[int], found_new: list[int], expected: int
         found_new = [q for q in found_new if not any(p <= q and q + sizes[1] <= p + sizes[0] for p in found_old)]
     if expected_new is not None and expected_new in found_new and not pure_addition:
         return "present"  # its post-image exactly at the line it names there, its old lines not: applied
-    if sizes and pure_addition and any(q <= p and p + sizes[0] <= q + sizes[1] for p in found_old for q in found_new):
+    if sizes and pure_addition and like_its_neighbours(hunk) and \
+            any(q <= p and p + sizes[0] <= q + sizes[1] for p in found_old for q in found_new):
         raise TransformFailed(f"{hunk.label}: the lines it adds are like the lines around them, so the file looks the "
                               "same with and without it, and the line it names has moved: cannot tell whether it "
                               "is applied")
@@ -534,6 +535,15 @@ def choose(hunk: Hunk, found_old: list[int], found_new: list[int], expected: int
             return expected
         return found_old[0] if len(found_old) == alike > 1 and not found_new else one(found_old, hunk, what)
     return None
+
+
+def like_its_neighbours(hunk: Hunk) -> bool:
+    """An added line reads as the line above or below it (`None,` added to a
+    run of `None,`): the file shows the hunk's old lines inside its new ones
+    whether it is applied or not."""
+    lines = [(k, " ".join(t.split())) for k, t in hunk.lines]
+    return any(k == "+" and any(lines[j][1] == text for j in (i - 1, i + 1) if 0 <= j < len(lines))
+               for i, (k, text) in enumerate(lines))
 
 
 def added_rows(hunk: Hunk) -> list[int]:
