@@ -1,0 +1,17 @@
+"""The reproducer on the installed jax (0.10.2, which has the fix: not
+reproduced), each side measured in its own interpreter."""
+import json
+import subprocess
+import sys
+
+from fixmono.runtime.child import child_env
+
+REPRO = "fixmono.fixes.jax.vmap_dynamic_slice_grad.repro"
+
+
+def test_the_installed_release_has_the_fix():
+    run = subprocess.run([sys.executable, "-m", REPRO, "--json"], capture_output=True, text=True, env=child_env(),
+                         timeout=600)
+    result = json.loads(run.stdout)
+    assert run.returncode == 0 and result["verdict"] == "not-reproduced", run.stdout + run.stderr[-2000:]
+    assert result["details"]["patched"]["hotfix"].endswith("already have the diff; nothing to do"), result
