@@ -532,3 +532,23 @@ def test_a_keyword_added_where_the_calls_later_arguments_differ(tmp_path):
     assert result.new_text == release.replace("            cache=cache,\n", "            cache=cache,\n            pos=pos,\n")
     _, again = outcome(diff, result.new_text)
     assert again.status is Status.ALREADY_APPLIED, again.detail
+
+
+def test_context_dropped_between_the_kept_lines_and_the_added_one_is_never_a_place(tmp_path):
+    """The same Falcon fix on transformers 5.24 (a context argument renamed, the
+    fix in) and 5.3 (another argument between): a core of kept lines that stops
+    short of the added line gave `applied` with the text unchanged (caught only as
+    'not idempotent'). Now: already-applied where the added line sits by the kept
+    lines, failed where no kept lines reach it."""
+    made_on = ("class Model:\n    def forward(self, x, mask, cache, pos):\n        m = build(\n            x=x,\n"
+               "            mask=mask,\n            cache=cache,\n            # why\n            skip=False,\n"
+               "        )\n        return m\n")
+    fixed = made_on.replace("            cache=cache,\n", "            cache=cache,\n            pos=pos,\n", 1)
+    diff = git_diff(made_on, fixed, tmp_path)
+    renamed_and_fixed = fixed.replace("cache=cache", "store=store")
+    _, result = outcome(diff, renamed_and_fixed)
+    assert result.status is Status.ALREADY_APPLIED, result.detail
+    between = made_on.replace("            cache=cache,\n", "            seen=seen,\n            cache=cache,\n").replace(
+        "            skip=False,\n", "            other=lambda *a: True,\n")
+    _, result = outcome(diff, between)
+    assert result.status is Status.FAILED and "not idempotent" not in result.detail, result.detail

@@ -600,6 +600,8 @@ def place_normalised(hunk: Hunk, lines: list[str], scopes, confirmed, top_level:
                 continue
             if trim and not any(k == "-" for _, k, _ in core_old) and len(core_old) < 2:
                 continue
+            if not reaches_the_change(hunk, core_old, norm):
+                continue
             keep = {i for i, _, _ in core_old}
             core_new = [r for r in news if r[1] == "+" or r[0] in keep]
             at_old = [p for p in seq(core_old, targets, hunk, lines)
@@ -623,6 +625,18 @@ def place_normalised(hunk: Hunk, lines: list[str], scopes, confirmed, top_level:
                       norm(hunk.lines[i][1]) not in have), None)
     raise TransformFailed(f"{hunk.label}: its context or removed lines are not in the file"
                           + (f" (e.g. `{differing}`)" if differing else "") + "; refusing to guess")
+
+
+def reaches_the_change(hunk: Hunk, core: list, norm) -> bool:
+    """Every added line of the hunk is inside the span of the kept lines `core`
+    or next to it (across blank and comment lines): context dropped between
+    the kept lines and an added one would leave it nowhere to go."""
+    first, last = core[0][0], core[-1][0]
+    while first and (hunk.lines[first - 1][0] == "+" or not norm(hunk.lines[first - 1][1])):
+        first -= 1
+    while last + 1 < len(hunk.lines) and (hunk.lines[last + 1][0] == "+" or not norm(hunk.lines[last + 1][1])):
+        last += 1
+    return all(first <= i <= last for i, (kind, _) in enumerate(hunk.lines) if kind == "+")
 
 
 def probe(rows: list, targets: list, p: int) -> int:
