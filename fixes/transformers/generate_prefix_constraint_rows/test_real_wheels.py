@@ -1,0 +1,14 @@
+"""Statuses on published transformers wheels (tag network): the first 5.x
+release, one in the middle, the last with the bug, the first with the fix."""
+import pytest
+
+from fixmono.fixes.transformers.generate_prefix_constraint_rows.fix import FIX
+from fixmono.testing import release_result
+
+EXPECTED = {"5.0.0": "applied", "5.12.0": "applied", "5.23.0": "applied", "5.24.0": "already-applied"}
+
+
+@pytest.mark.parametrize("version", sorted(EXPECTED))
+def test_status_on_published_release(version):
+    result = release_result(FIX.id, "transformers", version)
+    assert result["status"] == EXPECTED[version], result
