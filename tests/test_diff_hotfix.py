@@ -94,6 +94,10 @@ def hidden(x):
 
 
 class Table:
+    LIMIT = 2
+    KINDS = {"add": rule}
+    DOUBLE = LIMIT * 2
+
     @staticmethod
     def lookup(x):
         return x + 1
@@ -195,3 +199,32 @@ def test_a_function_is_fixed_in_place_for_every_holder_and_an_opaque_wrapper_by_
     lines = done.stdout.splitlines()
     assert done.returncode == 0 and len(lines) == 5, done.stdout + done.stderr
     assert lines[0] == lines[4] == "2 2 2 2 2 2 2 2" and lines[2] == "3 3 3 3 3 3 3 2", lines
+
+
+def test_a_class_attribute_gets_its_new_value_and_one_reading_its_class_body_is_refused(python, tmp_path):
+    """transformers' `_can_record_outputs = {...}` (a dict of recorders, read when a
+    model is made): the new value is evaluated in the module's namespace and set on
+    the class, and disable sets the old one back; a value that reads another name
+    of its class body cannot be evaluated there: one line, nothing changed."""
+    path = "src/transformers/fixmono_registry.py"
+    kinds = tmp_path / "0001-kinds.patch"
+    kinds.write_text(diff(REGISTRY, REGISTRY.replace('KINDS = {"add": rule}', 'KINDS = {"add": rule, "again": rule}'),
+                          path))
+    code = ("from transformers import fixmono_registry as m\n"
+            "from fixmono.runtime.hotfixes import enable_hotfixes, disable_hotfixes\n"
+            f"print(sorted(m.Table.KINDS)); print(enable_hotfixes([{str(kinds)!r}])); print(sorted(m.Table.KINDS))\n"
+            f"print(m.Table.KINDS['again'] is m.rule); disable_hotfixes([{str(kinds)!r}]); print(sorted(m.Table.KINDS))\n")
+    done = run(python, code)
+    lines = done.stdout.splitlines()
+    assert done.returncode == 0 and len(lines) == 5, done.stdout + done.stderr
+    assert lines[0] == lines[4] == "['add']" and lines[2] == "['add', 'again']" and lines[3] == "True", lines
+    assert "enabled: transformers.fixmono_registry.Table.KINDS from the diff" in lines[1], lines[1]
+    double = tmp_path / "0002-double.patch"
+    double.write_text(diff(REGISTRY, REGISTRY.replace("DOUBLE = LIMIT * 2", "DOUBLE = LIMIT * 3"), path))
+    refused = run(python, "from transformers import fixmono_registry as m\n"
+                          "from fixmono.runtime.hotfixes import enable_hotfixes\n"
+                          f"print(enable_hotfixes([{str(double)!r}])); print(m.Table.DOUBLE)\n")
+    lines = refused.stdout.splitlines()
+    assert refused.returncode == 0 and lines[1] == "4", refused.stdout + refused.stderr
+    assert "not enabled: transformers.fixmono_registry: the new value of Table.DOUBLE cannot be evaluated at module " \
+           "level (NameError: name 'LIMIT' is not defined)" in lines[0], lines[0]

@@ -1,9 +1,11 @@
 """The runtime form of a diff fix: the functions and methods the diff changes,
 compiled from the ported source of the installed module (the port engine on
 the module's own file, so the installed release's text, not the diff's), in
-that module's namespace, and swapped in. Nothing else is touched: a diff that
-changes module statements, class attributes, decorators, or adds or removes
-a function is refused with one line saying so, and so is one whose module is
+that module's namespace, and swapped in; a class attribute whose value the
+diff changes (`name = value` in a class body) is set to the new value,
+evaluated in the module's namespace. Nothing else is touched: a diff that
+changes module statements, decorators, signatures, or adds or removes a
+function or attribute is refused with one line saying so, and so is one whose module is
 not importable here. The function holding a def's body (the def, or what
 its decorator's wrapper names as __wrapped__) keeps its object and gets the
 new code, so a registry holding it or a `from m import f` made before runs
@@ -52,17 +54,35 @@ def functions(tree: ast.Module) -> dict[str, ast.AST]:
     return found
 
 
+def class_attributes(tree: ast.Module) -> dict[str, ast.Assign]:
+    """Every `name = value` directly in a class body (nested classes too), by qualified name."""
+    found = {}
+
+    def visit(body: list, prefix: str) -> None:
+        for node in body:
+            if isinstance(node, ast.ClassDef):
+                visit(node.body, f"{prefix}{node.name}.")
+            elif prefix and isinstance(node, ast.Assign) and len(node.targets) == 1 \
+                    and isinstance(node.targets[0], ast.Name):
+                found[prefix + node.targets[0].id] = node
+
+    visit(tree.body, "")
+    return found
+
+
 def skeleton(tree: ast.Module) -> str:
-    """The module with every function body emptied: what must not change."""
+    """The module with every function body and class attribute value emptied: what must not change."""
     tree = ast.parse(ast.unparse(tree))
     for node in functions(tree).values():
         node.body = [ast.Pass()]
+    for node in class_attributes(tree).values():
+        node.value = ast.Constant(None)
     return ast.dump(tree)
 
 
 def changed_functions(old: str, new: str) -> list[str]:
-    """The qualified names of the functions whose bodies differ; Refused when
-    anything else differs."""
+    """The qualified names of the functions whose bodies differ and of the class
+    attributes whose values differ; Refused when anything else differs."""
     before, after = ast.parse(old), ast.parse(new)
     old_funcs, new_funcs = functions(before), functions(after)
     if set(old_funcs) != set(new_funcs):
@@ -75,8 +95,22 @@ def changed_functions(old: str, new: str) -> list[str]:
                 ast.dump(old_funcs[name].args) != ast.dump(new_funcs[name].args):
             raise Refused(f"it changes {name}'s decorators or signature; only bodies can be swapped in")
     if skeleton(before) != skeleton(after):
-        raise Refused("it changes module statements or class attributes, outside function bodies")
-    return changed
+        raise Refused("it changes module statements or the shape of a class, outside function bodies and class "
+                      "attribute values")
+    old_attrs, new_attrs = class_attributes(before), class_attributes(after)
+    return changed + [q for q in old_attrs if ast.dump(old_attrs[q].value) != ast.dump(new_attrs[q].value)]
+
+
+def attribute_value(new_source: str, qualname: str, module):
+    """A changed class attribute's new value, evaluated in the module's namespace
+    (a value reading other names of its class body cannot be: Refused)."""
+    node = class_attributes(ast.parse(new_source))[qualname]
+    try:
+        return eval(compile(ast.Expression(node.value), f"<fixmono hot-fix of {qualname}>", "eval"),  # noqa: S307
+                    vars(module))
+    except Exception as err:  # noqa: BLE001 - any failure of the value is a refusal, said in one line
+        raise Refused(f"the new value of {qualname} cannot be evaluated at module level "
+                      f"({type(err).__name__}: {err})") from None
 
 
 def compiled(new_source: str, qualname: str, module, path: str):
@@ -134,10 +168,13 @@ def enable(fix: Fix) -> str:
         if not result.changed:
             continue  # this module already has it
         try:
+            defs = functions(ast.parse(result.source))
             for qualname in changed_functions(source, result.source):
                 owner_name, _, attr = qualname.rpartition(".")
                 owner = resolve(module, owner_name) if owner_name else module
-                plan.append((owner, attr, compiled(result.source, qualname, module, change.path), f"{name}.{qualname}"))
+                value = compiled(result.source, qualname, module, change.path) if qualname in defs else \
+                    attribute_value(result.source, qualname, module)
+                plan.append((owner, attr, value, f"{name}.{qualname}"))
         except Refused as err:
             return f"not enabled: {name}: {err}"
     if not plan:
