@@ -1,0 +1,13 @@
+"""Statuses on published transformers wheels (tag network)."""
+import pytest
+
+from fixmono.fixes.transformers.jetmoe_router_logits_twice.fix import FIX
+from fixmono.testing import release_result
+
+EXPECTED = {"5.0.0": "not-applicable", "5.2.0": "applied", "5.23.0": "applied", "5.24.0": "already-applied"}
+
+
+@pytest.mark.parametrize("version", sorted(EXPECTED))
+def test_status_on_published_release(version):
+    result = release_result(FIX.id, "transformers", version)
+    assert result["status"] == EXPECTED[version], result
