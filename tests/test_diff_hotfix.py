@@ -57,7 +57,9 @@ REPRO = ("from transformers.fixmono_example import Scheduler\n"
 
 
 # a rule registered in a table when the module runs (as jax registers its batching rules), and a decorated one
-REGISTRY = '''RULES = {}
+REGISTRY = '''import functools
+
+RULES = {}
 
 
 def rule(x):
@@ -90,6 +92,18 @@ def wrapped(x):
 
 @opaque
 def hidden(x):
+    return x + 1
+
+
+def logged(f):  # a closure wrapper, as transformers' @can_return_tuple
+    @functools.wraps(f)
+    def wrapper(*args):
+        return f(*args)
+    return wrapper
+
+
+@logged
+def closed(x):
     return x + 1
 
 
@@ -182,23 +196,24 @@ def test_a_patch_that_cannot_be_read_is_logged_and_the_import_goes_on(python, tm
 def test_a_function_is_fixed_in_place_for_every_holder_and_an_opaque_wrapper_by_name(python, tmp_path):
     """A registry and a `from m import f` made before the hot-fix see the fixed
     body (the function keeps its object, its code is replaced), also through a
-    decorator's wrapper that names it as __wrapped__ (as jax.jit's does); a
+    decorator's wrapper that names it as __wrapped__ (as jax.jit's and functools.wraps'
+    closures do); a
     decorated def whose wrapper does not is rebound by name, so an early alias
     of its wrapper keeps the old; disable puts every one back."""
     patch = tmp_path / "0001-rules.patch"
     patch.write_text(diff(REGISTRY, REGISTRY.replace("return x + 1", "return x + 2"),
                           "src/transformers/fixmono_registry.py"))
     code = ("from transformers import fixmono_registry as m\n"
-            "from transformers.fixmono_registry import rule as early, wrapped as early_wrapped, hidden\n"
+            "from transformers.fixmono_registry import rule as early, wrapped as early_wrapped, hidden, closed\n"
             "from fixmono.runtime.hotfixes import enable_hotfixes, disable_hotfixes\n"
             "show = lambda: print(m.RULES['add'](1), early(1), m.rule(1), m.wrapped(1), early_wrapped(1), "
-            "m.Table.lookup(1), m.hidden(1), hidden(1))\n"
+            "m.Table.lookup(1), m.hidden(1), hidden(1), closed(1))\n"
             f"show(); print(enable_hotfixes([{str(patch)!r}])); show()\n"
             f"print(disable_hotfixes([{str(patch)!r}])); show()\n")
     done = run(python, code)
     lines = done.stdout.splitlines()
     assert done.returncode == 0 and len(lines) == 5, done.stdout + done.stderr
-    assert lines[0] == lines[4] == "2 2 2 2 2 2 2 2" and lines[2] == "3 3 3 3 3 3 3 2", lines
+    assert lines[0] == lines[4] == "2 2 2 2 2 2 2 2 2" and lines[2] == "3 3 3 3 3 3 3 2 3", lines
 
 
 def test_a_class_attribute_gets_its_new_value_and_one_reading_its_class_body_is_refused(python, tmp_path):

@@ -126,7 +126,8 @@ def compiled(new_source: str, qualname: str, module, path: str):
     scope: dict = {}
     exec(compile(unit, f"<fixmono hot-fix of {path}>", "exec"), vars(module), scope)  # noqa: S102
     value = scope[node.name] if owner is None else vars(scope[owner.__name__])[node.name]
-    function = getattr(value, "__func__", getattr(value, "fget", value))
+    # the function holding the body (a decorator's wrapper has its own closure, made by the decorator)
+    function = body_of(value) or getattr(value, "__func__", getattr(value, "fget", value))
     for name, cell in zip(getattr(function, "__code__", None) and function.__code__.co_freevars or (),
                           getattr(function, "__closure__", None) or ()):
         if name != "__class__":
