@@ -209,3 +209,35 @@ def test_a_diff_whose_result_does_not_parse_writes_nothing(tree, tmp_path):
     made = run(tree, "-m", "fixmono", "import", str(tmp_path / "broken.patch"))
     assert made.returncode == 2 and b"nothing was written" in made.stderr, made.stderr
     assert digests(tree) == before
+
+
+def test_a_declared_form_of_the_fix_is_already_applied_where_the_diff_does_not_fit(tmp_path):
+    """jax-standardize-nan on jax 0.10.1+: the function was rewritten with the fix
+    inside a new branch. fixed_when (hand-written in fix.py) names the def and the
+    lines of that form: already-applied there; failed where the def lacks them;
+    applied where the diff fits; a path the diff does not change is refused."""
+    from fixmono.apply.contract import apply_change
+    from fixmono.engines.imported import diff_fix_of
+    from fixmono.model.errors import UserError
+    from fixmono.model.patchfile import parse_patch
+
+    path = "pkg/norm.py"
+    names = "from ops import asarray, clip, eps, m, rsqrt, sub\n\n\n"
+    before = names + "def scale(x, v):\n    v = v - 1\n    return sub(x, asarray(m)) * rsqrt(asarray(v) + eps)\n"
+    after = names + "def scale(x, v):\n    v = v - 1\n    v = clip(v, 0)\n    return sub(x, m) * rsqrt(v + eps)\n"
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    (tmp_path / "a" / "norm.py").write_text(before), (tmp_path / "b" / "norm.py").write_text(after)
+    diff = subprocess.run(["git", "diff", "--no-index", "--no-prefix", "a/norm.py", "b/norm.py"], cwd=tmp_path,
+                          capture_output=True, text=True).stdout.replace("a/norm.py", f"a/{path}").replace(
+        "b/norm.py", f"b/{path}")
+    patch = parse_patch(diff, "norm.patch")
+    fix = diff_fix_of(patch, "pytorch-norm-nan", "pytorch", {path: ("scale", ("v = clip(v, 0)",))})
+    rewritten = (names + "def scale(x, v, mode='fast'):\n    if mode == 'fast':\n        v = v - 1\n        v = clip(v, 0)\n"
+                 "    else:\n        raise ValueError(mode)\n    return sub(x, m) * rsqrt(v + eps)\n")
+    (change,) = fix.changes
+    assert apply_change(change, before).status.value == "applied"
+    assert apply_change(change, rewritten).status.value == "already-applied"
+    elsewhere = rewritten.replace("        v = clip(v, 0)\n", "") + "\n\ndef other(v):\n    v = clip(v, 0)\n"
+    assert apply_change(change, elsewhere).status.value == "failed"  # the lines must be in the def it names
+    with pytest.raises(UserError, match=r"fixed_when names \['pkg/other.py'\]"):
+        diff_fix_of(patch, "pytorch-norm-nan", "pytorch", {"pkg/other.py": ("scale", ("v = clip(v, 0)",))})

@@ -10,6 +10,8 @@ from fixmono.engines.imported import declare
 from fixmono.model.fix import Dep3, lazy
 
 FIX = declare(__file__, id="jax-standardize-nan", upstream="jax",
+              # jax 0.10.1 rewrote standardize (an `algorithm=` argument): the clip sits in its "fast" branch
+              fixed_when={"jax/_src/nn/functions.py": ("standardize", ("variance = jnp.clip(variance, 0)",))},
               dep3=Dep3(origin="upstream, https://github.com/jax-ml/jax/commit/c13c96b656347c6221a13ba691ba69d2f9254278",
                         bug="https://github.com/jax-ml/jax/issues/30426",
                         forwarded="not-needed",

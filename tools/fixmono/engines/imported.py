@@ -24,7 +24,7 @@ from pathlib import Path
 
 from fixmono.engines.port import DEF, DiffTransform, diff_fix, header_name
 from fixmono.model.errors import FixDeclarationError, NotApplicable, TargetSyntaxError, TransformFailed, UserError
-from fixmono.model.fix import Case, Fix, Fixture, HotFix, ValidationNote, lazy
+from fixmono.model.fix import Case, Fix, Fixture, HotFix, Rewrite, ValidationNote, lazy
 from fixmono.model.patchfile import FileDiff, Hunk, PatchFile, read_patch
 from fixmono.model.projects import PROJECTS, installed_module
 
@@ -36,19 +36,60 @@ STRING_OPENERS = tuple(f"_ = {q}" for q in QUOTES)
 OPENING = {")": "_fragment(", "]": "[", "}": "{"}  # a call's parenthesis holds keyword arguments too
 
 
-def declare(fix_py: str, id: str, upstream: str, **fields) -> Fix:
+def declare(fix_py: str, id: str, upstream: str, fixed_when: dict | None = None, **fields) -> Fix:
     """The Fix of the fix.patch beside `fix_py` (a fix folder's fix.py passes
     its __file__). `fields` are Fix fields written by hand (title, hotfix,
-    reproduce, references ...): they replace what the diff gives."""
+    reproduce, references ...): they replace what the diff gives.
+    `fixed_when` {path: (def name, lines)}: where the diff does not fit a
+    release, that def holding every one of those lines means the fix is there
+    in another form (already-applied): what a reader of the release knows and
+    a diff cannot."""
     folder = Path(fix_py).parent
     try:
-        return diff_fix_of(read_patch(folder / PATCH), id, upstream, **fields)
+        return diff_fix_of(read_patch(folder / PATCH), id, upstream, fixed_when or {}, **fields)
     except UserError as err:
         raise FixDeclarationError(f"{folder.name}/{PATCH}: {err}") from None
 
 
-def diff_fix_of(patch: PatchFile, id: str, upstream: str, **fields) -> Fix:
+class OrFixedForm(DiffTransform):
+    """A file's hunks, and a form of the fix they may be found in instead
+    (declared by hand in fix.py): already-applied where the diff does not fit
+    and the named def holds every line of that form."""
+
+    def __init__(self, diff: DiffTransform, scope: str, lines: Sequence[str]):
+        super().__init__(diff.path, diff.hunks)
+        self.scope, self.lines = scope, tuple(lines)
+
+    def rewrite(self, source: str) -> Rewrite:
+        try:
+            return super().rewrite(source)
+        except (NotApplicable, TransformFailed) as err:
+            if not self.holds_form(source):
+                raise
+            why = f"the fix in the form fix.py declares ({self.scope}: `{self.lines[0]}`); the diff: {err}"
+            return Rewrite(source, 0, len(self.hunks), (), (why,))
+
+    def holds_form(self, source: str) -> bool:
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            return False
+        text = source.splitlines()
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == self.scope:
+                body = {" ".join(line.split()) for line in text[node.lineno - 1:node.end_lineno]}
+                if all(" ".join(line.split()) in body for line in self.lines):
+                    return True
+        return False
+
+
+def diff_fix_of(patch: PatchFile, id: str, upstream: str, fixed_when: dict | None = None, **fields) -> Fix:
     fix = diff_fix(patch, upstream, id)
+    if unknown := set(fixed_when or {}) - {c.path for c in fix.changes}:
+        raise UserError(f"fixed_when names {sorted(unknown)}, which the diff does not change")
+    fix = dataclasses.replace(fix, changes=tuple(
+        dataclasses.replace(c, transform=OrFixedForm(c.transform, *fixed_when[c.path]))
+        if c.path in (fixed_when or {}) else c for c in fix.changes))
     frames = {f.path: Frames(f) for f in patch.files}
     changes = tuple(dataclasses.replace(c, fixture=Fixture(source=frames[c.path].before)) for c in fix.changes)
     fix = dataclasses.replace(fix, changes=changes, cases=DiffCases(frames),
