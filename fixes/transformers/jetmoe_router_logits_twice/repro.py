@@ -30,7 +30,7 @@ def measure() -> dict:
     torch.manual_seed(0)
     config = JetMoeConfig(vocab_size=100, hidden_size=64, num_hidden_layers=2, kv_channels=16, intermediate_size=64,
                           num_local_experts=4, num_experts_per_tok=2, num_key_value_heads=2,
-                          output_router_logits=True)
+                          output_router_logits=True, pad_token_id=0)
     model = JetMoeForCausalLM(config).eval()
     routers = [m for m in model.modules() if isinstance(m, JetMoeTopKGating)]
     with torch.no_grad():  # every attention router prefers expert 0
@@ -40,7 +40,7 @@ def measure() -> dict:
     caught = []
     hooks = [r.register_forward_hook(lambda module, args, out: caught.append(out[4])) for r in routers]
     with torch.no_grad():
-        out = model(torch.randint(0, 100, (2, 9), generator=torch.Generator().manual_seed(1)))
+        out = model(torch.randint(0, 100, (2, 9), generator=torch.Generator().manual_seed(1)), output_router_logits=True)
     for hook in hooks:
         hook.remove()
     reference = load_balancing_loss_func(tuple(caught), config.num_local_experts, config.num_experts_per_tok, None)
