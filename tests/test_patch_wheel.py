@@ -70,12 +70,14 @@ def test_transformers_series_strips_src_for_the_wheel(tmp_path):
     """The checked-in transformers series (paths src/transformers/...) onto a
     wheel built from the installed transformers files, which are its BASE."""
     package = Path(transformers.__file__).parent
-    files = {f"transformers/{rel}": (package / rel).read_text()
-             for rel in ("__init__.py", "integrations/moe.py", "modeling_utils.py", "trainer.py")}
+    series = REPO_ROOT / "patches" / "transformers"
+    targets = {line.split()[2][len("a/src/transformers/"):] for patch in series.glob("*.patch")
+               for line in patch.read_text().splitlines() if line.startswith("diff --git a/src/transformers/")}
+    files = {f"transformers/{rel}": (package / rel).read_text() for rel in {"__init__.py", *targets}}
     wheel = build_wheel(tmp_path, "transformers", transformers.__version__, files)
-    proc = run(wheel, REPO_ROOT / "patches" / "transformers", "--out", tmp_path / "out", "--suffix", "ours1")
+    proc = run(wheel, series, "--out", tmp_path / "out", "--suffix", "ours1")
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.count("has the fix") == 3  # trainer.py (aux loss), moe.py and modeling_utils.py (routing pin)
+    assert proc.stdout.count("has the fix") == len(targets) >= 3  # every file of every patch of the series
     assert "transformers-moe-aux-loss-world-size: transformers/trainer.py has the fix" in proc.stdout
     (new,) = (tmp_path / "out").glob("*.whl")
     assert f"transformers-{transformers.__version__}+ours1-" in new.name
