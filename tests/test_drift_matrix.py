@@ -3,6 +3,7 @@ right on every version of the documented range, and the table says how the
 static patch fares beside it. Bad input is refused before any download."""
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -99,10 +100,13 @@ def test_a_diff_over_releases_from_a_find_links_folder(tmp_path):
         write_wheel(links, "transformers", version, {"transformers/__init__.py": "", TF_PATH: text})
     (tmp_path / "fix.patch").write_text(TF_DIFF)
     env = {**os.environ, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(links), "FIXMONO_CACHE": str(tmp_path / "cache")}
-    proc = run("--diff", tmp_path / "fix.patch", "--versions", "transformers=9.0.0,9.1.0,9.2.0", "--json", env=env)
+    proc = run("--diff", tmp_path / "fix.patch", "--versions", "transformers=9.0.0,9.1.0,9.2.0", "--json",
+               "--html", tmp_path / "site", env=env)
     assert proc.returncode == 0, proc.stderr
     (cells,) = json.loads(proc.stdout)["matrix"].values()
     assert [(c["version"], c["status"]) for c in cells] == [("9.0.0", "not-applicable"), ("9.1.0", "applied"),
                                                             ("9.2.0", "applied")]
+    index = (tmp_path / "site" / "index.html").read_text()  # --html: the same rows as a page
+    assert re.findall(r'data-status="([a-z-]+)"', index) == ["not-applicable", "applied", "applied"]
     both = run("--diff", tmp_path / "fix.patch", "--fix", "x", env=env)
     assert both.returncode == 2 and "--diff takes the place of --fix" in both.stderr

@@ -19,13 +19,15 @@ from fixmono.analysis import behaviour, history, status
 from fixmono.analysis.drift import RANGES, chosen_fixes, markdown, matrix, parse_versions, published_versions
 from fixmono.analysis.envs import Base
 from fixmono.cli.early import exit_quietly
-from fixmono.cli.files import check_report_path, write_report
+from fixmono.cli.files import check_report_path, check_site_folder, write_report
 from fixmono.cli.guard import ArgumentParser, os_error_as_user_error, run_command
 from fixmono.engines.port import diff_fixes
 from fixmono.model.errors import UserError
 from fixmono.model.patchfile import read_patches
 from fixmono.model.projects import PROJECTS, runs_on
 from fixmono.model.registry import discover
+from fixmono.output.html_report import write_site
+from fixmono.output.readmes import fix_readmes
 from fixmono.sources.installed import Environment
 from fixmono.sources.upstream import detect_project
 
@@ -42,6 +44,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="a patch file (format-patch mail or diff -u; '-': stdin) as a fix, instead of --fix")
     p.add_argument("--patches", type=Path, help="the static series (default: the repository's patches/)")
     p.add_argument("--out", type=Path, help="also write the report here")
+    p.add_argument("--html", type=Path, metavar="DIR", help="also write the report as a static site (index.html, "
+                                                            "a page per fix) into this folder")
     p.add_argument("--full-wheel", action="store_true",
                    help="download each wheel whole and check its sha256 (default: the target files by range requests)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -128,6 +132,8 @@ def over_wheels(args: argparse.Namespace) -> tuple[dict, int]:
         chosen = parse_versions(args.versions, fixes)
         if args.out:
             check_report_path(args.out)
+        if args.html:
+            check_site_folder(args.html)
         bases = behaviour_bases(args)
         if args.ray is not None:
             from fixmono.analysis import on_ray  # Ray is imported only here
@@ -163,6 +169,8 @@ def over_wheels(args: argparse.Namespace) -> tuple[dict, int]:
         failed = failed or any(r.finding for rs in runs.values() for r in rs)
     if args.out:  # before the output: the report of a minutes-long run is kept even if stdout went away
         write_report(args.out, report)
+    if args.html:
+        write_site(payload, args.html, fix_readmes())
     payload["markdown"] = report
     if lost:  # the one line guard.py would print; the report and --json payload still follow
         print(f"drift_matrix: {lost}", file=sys.stderr)
@@ -186,6 +194,8 @@ def over_installed(args: argparse.Namespace) -> tuple[dict, int]:
         raise UserError(f"unknown fix id(s): {', '.join(unknown)}")
     if args.out:
         check_report_path(args.out)
+    if args.html:
+        check_site_folder(args.html)
     (base,) = behaviour_bases(args)
     env = Environment.of(base.python)
     runs, not_installed = {}, {}
@@ -199,6 +209,9 @@ def over_installed(args: argparse.Namespace) -> tuple[dict, int]:
     report = behaviour.markdown(runs, not_installed)
     if args.out:
         write_report(args.out, report)
+    if args.html:
+        write_site({"runs": {fix_id: [dataclasses.asdict(r) for r in rs] for fix_id, rs in runs.items()},
+                    "not_run": not_installed}, args.html, fix_readmes())
     payload = {"runs": {fix_id: [dataclasses.asdict(r) for r in rs] for fix_id, rs in runs.items()},
                "not_run": not_installed, "python": base.python, "markdown": report}
     return payload, 1 if any(r.finding for rs in runs.values() for r in rs) else 0

@@ -8,6 +8,15 @@ from pathlib import Path
 from fixmono.model.errors import UserError
 
 
+def check_site_folder(path: Path, flag: str = "--html") -> None:
+    """A folder to write a site into, checked before the run: a folder, or a new one in an existing folder."""
+    path = path.resolve()
+    if path.exists() and not path.is_dir():
+        raise UserError(f"{flag} {path} is not a folder")
+    if not path.exists() and not path.parent.is_dir():
+        raise UserError(f"{flag} {path}: no folder {path.parent}")
+
+
 def check_report_path(path: Path, flag: str = "--out") -> None:
     """An output path, checked before the (minutes-long) run: a file in a writable folder."""
     path = path.resolve()  # a symlink: its target is the report

@@ -8,6 +8,7 @@ subcommand per tool (the repository's tools/* launchers run the same mains).
     fixmono drift [--fix ID] [--versions PROJECT=V1,V2] | --git CHECKOUT --fix ID
     fixmono import PATCH... | --series DIR | --from URL | --from-commit CHECKOUT@REV
     fixmono compare-weights A B
+    fixmono report --html DIR [REPORT.json]
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ COMMANDS = {  # subcommand -> (module, what it does)
     "drift": ("fixmono.cli.drift", "the fixes over published versions, or one fix over git history"),
     "import": ("fixmono.cli.import_patch", "make fix folders of the patch files a team carries (ported by syntax)"),
     "compare-weights": ("fixmono.cli.compare_weights", "two safetensors checkpoints, tensor by tensor"),
+    "report": ("fixmono.cli.report", "a saved drift run (--json) as a static HTML site"),
 }
 
 

@@ -1,0 +1,62 @@
+"""`fixmono report --html DIR [REPORT.json]`: a saved drift run (`fixmono
+drift ... --json > REPORT.json`, with or without --run; '-' or nothing: stdin)
+as a static site: index.html (one grid per project, fixes x releases) and a
+page per fix with its rows and README. It opens from file:// with no server.
+`drift --html DIR` writes the same site at the end of a run.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from fixmono.cli.files import check_site_folder
+from fixmono.cli.guard import ArgumentParser, run_command
+from fixmono.model.errors import UserError, one_line
+from fixmono.output.html_report import write_site
+from fixmono.output.readmes import fix_readmes
+
+
+def parse_args(argv: list[str]):
+    p = ArgumentParser(prog="fixmono report", description="a saved drift run as a static site")
+    p.add_argument("report", nargs="?", default="-", metavar="REPORT.json",
+                   help="the JSON of `fixmono drift ... --json` ('-' or none: stdin)")
+    p.add_argument("--html", required=True, metavar="DIR", help="the folder to write the site into")
+    return p.parse_args(argv)
+
+
+def read_payload(name: str) -> dict:
+    try:
+        text = sys.stdin.read() if name == "-" else Path(name).read_text(encoding="utf-8")
+        payload = json.loads(text)
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        raise UserError(f"{name}: not a drift report: {one_line(err)}") from None
+    matrix, runs = (payload.get("matrix"), payload.get("runs")) if isinstance(payload, dict) else (None, None)
+    if not isinstance(matrix, dict) and not isinstance(runs, dict):
+        raise UserError(f"{name}: not a drift report: no `matrix` or `runs` (make it with fixmono drift ... --json)")
+    for part in (matrix or {}, runs or {}):
+        for fix_id, rows in part.items():
+            if not isinstance(rows, list) or not all(isinstance(r, dict) and isinstance(r.get("version"), str)
+                                                     for r in rows):
+                raise UserError(f"{name}: not a drift report: the rows of {fix_id!r} are not a list of "
+                                "{version, status, ...}")
+    return payload
+
+
+def work(args):
+    folder = Path(args.html)
+    check_site_folder(folder)
+    written = write_site(read_payload(args.report), folder, fix_readmes())
+    return {"written": [str(p) for p in written]}, 0
+
+
+def render(payload, args) -> str:
+    return f"wrote {len(payload['written'])} page(s) to {args.html} (open {Path(args.html) / 'index.html'})\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_command("fixmono report", argv, parse_args, work, render)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
