@@ -75,7 +75,8 @@ def test_real_wheels_main_job(tmp_path):
                 "transformers-moe-router-double-softmax": "already-applied"}
     assert {k: statuses[k] for k in expected} == expected
     assert (tmp_path / "o" / "pytorch" / "series").read_text() == \
-        "0001-pytorch-inductor-mix-order-cat-grad.patch\n0002-pytorch-memory-budget-rng-recompute.patch\n"
+        ("0001-pytorch-inductor-masked-store-cache.patch\n0002-pytorch-inductor-mix-order-cat-grad.patch\n"
+         "0003-pytorch-memory-budget-rng-recompute.patch\n")
     for project in ("jax", "jaxlib", "transformers"):
         assert (tmp_path / "o" / project / "series").read_text().strip(), project
     (xla,) = runs["xla"]["results"]  # no wheel carries XLA's C++
