@@ -216,11 +216,10 @@ def test_a_function_is_fixed_in_place_for_every_holder_and_an_opaque_wrapper_by_
     assert lines[0] == lines[4] == "2 2 2 2 2 2 2 2 2" and lines[2] == "3 3 3 3 3 3 3 2 3", lines
 
 
-def test_a_class_attribute_gets_its_new_value_and_one_reading_its_class_body_is_refused(python, tmp_path):
+def test_a_class_attribute_gets_its_new_value_read_as_its_class_body_would(python, tmp_path):
     """transformers' `_can_record_outputs = {...}` (a dict of recorders, read when a
-    model is made): the new value is evaluated in the module's namespace and set on
-    the class, and disable sets the old one back; a value that reads another name
-    of its class body cannot be evaluated there: one line, nothing changed."""
+    model is made): the new value is evaluated as its class body would (its class's
+    names, then the module's) and set on the class; disable sets the old one back."""
     path = "src/transformers/fixmono_registry.py"
     kinds = tmp_path / "0001-kinds.patch"
     kinds.write_text(diff(REGISTRY, REGISTRY.replace('KINDS = {"add": rule}', 'KINDS = {"add": rule, "again": rule}'),
@@ -234,12 +233,37 @@ def test_a_class_attribute_gets_its_new_value_and_one_reading_its_class_body_is_
     assert done.returncode == 0 and len(lines) == 5, done.stdout + done.stderr
     assert lines[0] == lines[4] == "['add']" and lines[2] == "['add', 'again']" and lines[3] == "True", lines
     assert "enabled: transformers.fixmono_registry.Table.KINDS from the diff" in lines[1], lines[1]
-    double = tmp_path / "0002-double.patch"
+    double = tmp_path / "0002-double.patch"  # a value reading its class's own names: read there first
     double.write_text(diff(REGISTRY, REGISTRY.replace("DOUBLE = LIMIT * 2", "DOUBLE = LIMIT * 3"), path))
-    refused = run(python, "from transformers import fixmono_registry as m\n"
-                          "from fixmono.runtime.hotfixes import enable_hotfixes\n"
-                          f"print(enable_hotfixes([{str(double)!r}])); print(m.Table.DOUBLE)\n")
-    lines = refused.stdout.splitlines()
-    assert refused.returncode == 0 and lines[1] == "4", refused.stdout + refused.stderr
-    assert "not enabled: transformers.fixmono_registry: the new value of Table.DOUBLE cannot be evaluated at module " \
-           "level (NameError: name 'LIMIT' is not defined)" in lines[0], lines[0]
+    read = run(python, "from transformers import fixmono_registry as m\n"
+                       "from fixmono.runtime.hotfixes import enable_hotfixes\n"
+                       f"print(enable_hotfixes([{str(double)!r}])); print(m.Table.DOUBLE)\n")
+    lines = read.stdout.splitlines()
+    assert read.returncode == 0 and lines[1] == "6", read.stdout + read.stderr
+
+
+@pytest.mark.parametrize("before, change, expect", [
+    # a def whose @functools.wraps(other) only copies docs: its own body is what runs, and is fixed
+    ("import functools\n\n\ndef reference(x):\n    return x\n\n\n@functools.wraps(reference)\ndef fast(x):\n"
+     "    return x + 1\n", ("return x + 1", "return x + 2"), "m.fast(1) == 3 and m.reference(1) == 1"),
+    # a class attribute reads its class's own names first, as the class body would
+    ("SIZE = 4\n\n\nclass C:\n    SIZE = 8\n    LIMIT = SIZE * 2\n", ("SIZE * 2", "SIZE * 3"), "m.C.LIMIT == 24"),
+    # one that another statement of the body reads would not carry that one along: refused, nothing changed
+    ("class T:\n    LIMIT = 2\n    DOUBLE = LIMIT * 2\n", ("LIMIT = 2", "LIMIT = 3"), "m.T.LIMIT == 2 and 'reads LIMIT' in said"),
+    # a swap that fails (an Enum member) takes back the ones made before it: nothing half-enabled
+    ("import enum\n\n\ndef helper():\n    return 1\n\n\nclass Mode(enum.Enum):\n    FAST = 1\n    SLOW = 2\n",
+     ("SLOW = 2", "SLOW = 3"), "m.helper() == 1 and 'nothing was changed' in said"),
+], ids=["wraps-another", "class-namespace", "read-by-another-statement", "enum-rolls-back"])
+def test_what_review_found_in_the_hot_fix(python, tmp_path, before, change, expect):
+    """Found by a review of the in-place swap and of class attributes, each in its own module."""
+    site = Path(subprocess.run([python, "-c", "import transformers, os; print(os.path.dirname(transformers.__file__))"],
+                               capture_output=True, text=True, check=True).stdout.strip())
+    name = f"fixmono_review_{tmp_path.name[-12:].replace('-', '_')}"
+    (site / f"{name}.py").write_text(before)
+    after = before.replace(*change).replace("return 1\n\n\nclass Mode", "return 2\n\n\nclass Mode")
+    patch = tmp_path / "review.patch"
+    patch.write_text(diff(before, after, f"src/transformers/{name}.py"))
+    code = (f"from transformers import {name} as m\nfrom fixmono.runtime.hotfixes import enable_hotfixes\n"
+            f"said = enable_hotfixes([{str(patch)!r}])[0]\nprint(said)\nprint({expect})\n")
+    done = run(python, code)
+    assert done.returncode == 0 and done.stdout.splitlines()[-1] == "True", done.stdout + done.stderr

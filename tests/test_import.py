@@ -239,5 +239,18 @@ def test_a_declared_form_of_the_fix_is_already_applied_where_the_diff_does_not_f
     assert apply_change(change, rewritten).status.value == "already-applied"
     elsewhere = rewritten.replace("        v = clip(v, 0)\n", "") + "\n\ndef other(v):\n    v = clip(v, 0)\n"
     assert apply_change(change, elsewhere).status.value == "failed"  # the lines must be in the def it names
-    with pytest.raises(UserError, match=r"fixed_when names \['pkg/other.py'\]"):
+    with pytest.raises(UserError, match=r"fixed_when names pkg/other.py, which the diff does not change"):
         diff_fix_of(patch, "pytorch-norm-nan", "pytorch", {"pkg/other.py": ("scale", ("v = clip(v, 0)",))})
+    with pytest.raises(UserError, match=r"give \(def name, \(line, ...\)\) with at least one line"):
+        diff_fix_of(patch, "pytorch-norm-nan", "pytorch", {path: ("scale", ())})
+    # found by review: a form of one def must not stand for hunks in another def, which may still need them
+    two = names + "def shift(x):\n    y = x + 1\n    return y\n\n\n"
+    (tmp_path / "a" / "norm.py").write_text(two + before[len(names):])
+    (tmp_path / "b" / "norm.py").write_text(two.replace("    y = x + 1\n", "    y = x + 1\n    y = clip(y, 0)\n")
+                                            + after[len(names):])
+    wide = subprocess.run(["git", "diff", "--no-index", "--no-prefix", "a/norm.py", "b/norm.py"], cwd=tmp_path,
+                          capture_output=True, text=True).stdout.replace("a/norm.py", f"a/{path}").replace(
+        "b/norm.py", f"b/{path}")
+    with pytest.raises(UserError, match=r"hunks outside def scale .*: a form of one def cannot stand for them"):
+        diff_fix_of(parse_patch(wide, "wide.patch"), "pytorch-norm-nan", "pytorch",
+                    {path: ("scale", ("v = clip(v, 0)",))})

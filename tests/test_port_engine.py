@@ -552,3 +552,21 @@ def test_context_dropped_between_the_kept_lines_and_the_added_one_is_never_a_pla
         "            skip=False,\n", "            other=lambda *a: True,\n")
     _, result = outcome(diff, between)
     assert result.status is Status.FAILED and "not idempotent" not in result.detail, result.detail
+
+
+def test_old_lines_also_standing_without_the_addition_are_no_sign_it_is_applied(tmp_path):
+    """Found by review: a check added to the second of two copied blocks, the line
+    after it changed in the release. The first block already has the check, so
+    its old lines sit inside the new ones there; the second block's stand alone.
+    Which one the hunk meant cannot be told: failed, never already-applied; the
+    release with both checks is already-applied."""
+    block = "    y = g(x)\n    log(y)\n    z = h(y)\n"
+    made_on = f"def f(x):\n{block}    check(z)\n    out = [z]\n{block}    out.append(z)\n    return out\n"
+    fixed = made_on.replace("    z = h(y)\n    out.append(z)\n", "    z = h(y)\n    check(z)\n    out.append(z)\n")
+    diff = git_diff(made_on, fixed, tmp_path)
+    release = made_on.replace("    out.append(z)\n", "    out.append(z + 0)\n")
+    _, result = outcome(diff, release)
+    assert result.status is Status.FAILED and "cannot tell" in result.detail, result.detail
+    both = release.replace("    z = h(y)\n    out.append", "    z = h(y)\n    check(z)\n    out.append")
+    _, result = outcome(diff, both)
+    assert result.status is Status.ALREADY_APPLIED, result.detail

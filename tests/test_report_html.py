@@ -117,6 +117,10 @@ def png_pixels(data: bytes) -> dict[tuple[int, int, int], int]:
     ("not json", "not a drift report: Expecting value"),
     ('{"markdown": "x"}', "no `matrix` or `runs`"),
     ('{"matrix": {"f": [1, 2]}}', "the rows of 'f' are not a list"),
+    ('{"runs": {"f": [{"version": "1.0"}]}}', "the rows of 'f' are not a list of {version, static, verdict"),
+    ('{"runs": [1]}', "map fix ids to rows"),
+    ('{"matrix": {"f": [{"version": "1.0", "status": 5}]}}', "with text values"),
+    ('{"matrix": {}, "not_run": {"f": 1}}', "`not_run` maps fix ids to reasons"),
 ])
 def test_bad_input_is_one_line_and_nothing_is_written(tmp_path, content, why):
     (tmp_path / "run.json").write_text(content)
@@ -126,3 +130,13 @@ def test_bad_input_is_one_line_and_nothing_is_written(tmp_path, content, why):
     (tmp_path / "afile").write_text("")
     done = report("--html", tmp_path / "afile", "-", stdin=json.dumps(PAYLOAD))
     assert done.returncode == 2 and "is not a folder" in done.stderr, done.stderr
+
+
+def test_two_ids_that_read_alike_get_two_pages(tmp_path):
+    """Found by review: `a.b` and `a-b` made one file name, so one row opened the other's page."""
+    payload = {"matrix": {"a.b": rows("applied"), "a-b": rows("failed")}}
+    done = report("--html", tmp_path / "site", "-", stdin=json.dumps(payload))
+    assert done.returncode == 0 and done.stdout.startswith("wrote 3 page(s)"), done.stderr
+    pages = sorted(p.name for p in (tmp_path / "site").glob("fix-*.html"))
+    assert len(pages) == 2 and "fix-a-b.html" in pages, pages
+    assert all(f'href="{page}"' in (tmp_path / "site" / "index.html").read_text() for page in pages)

@@ -32,14 +32,21 @@ def read_payload(name: str) -> dict:
     except (OSError, UnicodeDecodeError, ValueError) as err:
         raise UserError(f"{name}: not a drift report: {one_line(err)}") from None
     matrix, runs = (payload.get("matrix"), payload.get("runs")) if isinstance(payload, dict) else (None, None)
-    if not isinstance(matrix, dict) and not isinstance(runs, dict):
+    if matrix is None and runs is None:
         raise UserError(f"{name}: not a drift report: no `matrix` or `runs` (make it with fixmono drift ... --json)")
-    for part in (matrix or {}, runs or {}):
+    for part, wanted in ((matrix, ("version", "status")), (runs, ("version", "static", "verdict"))):
+        if part is None:
+            continue
+        if not isinstance(part, dict):
+            raise UserError(f"{name}: not a drift report: `matrix` and `runs` map fix ids to rows")
         for fix_id, rows in part.items():
-            if not isinstance(rows, list) or not all(isinstance(r, dict) and isinstance(r.get("version"), str)
-                                                     for r in rows):
+            if not isinstance(rows, list) or not all(
+                    isinstance(r, dict) and all(isinstance(r.get(k), str) for k in wanted) for r in rows):
                 raise UserError(f"{name}: not a drift report: the rows of {fix_id!r} are not a list of "
-                                "{version, status, ...}")
+                                f"{{{', '.join(wanted)}, ...}} with text values")
+    not_run = payload.get("not_run") or {}
+    if not isinstance(not_run, dict) or not all(isinstance(v, str) for v in not_run.values()):
+        raise UserError(f"{name}: not a drift report: `not_run` maps fix ids to reasons")
     return payload
 
 

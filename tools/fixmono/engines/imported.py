@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from functools import cached_property
 from pathlib import Path
 
-from fixmono.engines.port import DEF, DiffTransform, diff_fix, header_name
+from fixmono.engines.port import DEF, DiffTransform, diff_fix, header_name, scope_of
 from fixmono.model.errors import FixDeclarationError, NotApplicable, TargetSyntaxError, TransformFailed, UserError
 from fixmono.model.fix import Case, Fix, Fixture, HotFix, Rewrite, ValidationNote, lazy
 from fixmono.model.patchfile import FileDiff, Hunk, PatchFile, read_patch
@@ -49,6 +49,22 @@ def declare(fix_py: str, id: str, upstream: str, fixed_when: dict | None = None,
         return diff_fix_of(read_patch(folder / PATCH), id, upstream, fixed_when or {}, **fields)
     except UserError as err:
         raise FixDeclarationError(f"{folder.name}/{PATCH}: {err}") from None
+
+
+def check_fixed_when(fixed_when: dict, patch: PatchFile) -> None:
+    """Each entry {path: (def name, lines)} names a Python file of the diff all of
+    whose hunks are in that def (a form of the whole file's change), and lines."""
+    files = {f.path: f for f in patch.files}
+    for path, form in fixed_when.items():
+        if path not in files:
+            raise UserError(f"fixed_when names {path}, which the diff does not change")
+        if not (isinstance(form, tuple) and len(form) == 2 and isinstance(form[0], str) and form[0]
+                and isinstance(form[1], (tuple, list)) and form[1] and all(isinstance(x, str) for x in form[1])):
+            raise UserError(f"fixed_when[{path!r}]: give (def name, (line, ...)) with at least one line")
+        outside = [h.label for h in files[path].hunks if form[0] not in (scope_of(h) or [header_name(h)])]
+        if outside:
+            raise UserError(f"fixed_when[{path!r}]: hunks outside def {form[0]} ({', '.join(outside)}): a form of "
+                            "one def cannot stand for them")
 
 
 class OrFixedForm(DiffTransform):
@@ -85,8 +101,7 @@ class OrFixedForm(DiffTransform):
 
 def diff_fix_of(patch: PatchFile, id: str, upstream: str, fixed_when: dict | None = None, **fields) -> Fix:
     fix = diff_fix(patch, upstream, id)
-    if unknown := set(fixed_when or {}) - {c.path for c in fix.changes}:
-        raise UserError(f"fixed_when names {sorted(unknown)}, which the diff does not change")
+    check_fixed_when(fixed_when or {}, patch)
     fix = dataclasses.replace(fix, changes=tuple(
         dataclasses.replace(c, transform=OrFixedForm(c.transform, *fixed_when[c.path]))
         if c.path in (fixed_when or {}) else c for c in fix.changes))

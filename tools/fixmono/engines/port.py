@@ -520,11 +520,16 @@ def choose(hunk: Hunk, found_old: list[int], found_new: list[int], expected: int
         found_new = [q for q in found_new if not any(p <= q and q + sizes[1] <= p + sizes[0] for p in found_old)]
     if expected_new is not None and expected_new in found_new and not pure_addition:
         return "present"  # its post-image exactly at the line it names there, its old lines not: applied
-    if sizes and pure_addition and like_its_neighbours(hunk) and \
-            any(q <= p and p + sizes[0] <= q + sizes[1] for p in found_old for q in found_new):
-        raise TransformFailed(f"{hunk.label}: the lines it adds are like the lines around them, so the file looks the "
-                              "same with and without it, and the line it names has moved: cannot tell whether it "
-                              "is applied")
+    inside = [p for p in found_old if any(q <= p and p + sizes[0] <= q + sizes[1] for q in found_new)] if sizes else []
+    # its old lines inside its new ones: applied there, unless an added line reads like its neighbours or
+    # the old lines also stand somewhere without the addition (which of the two places is meant?)
+    if pure_addition and inside and (like_its_neighbours(hunk) or len(inside) < len(found_old)):
+        if like_its_neighbours(hunk):
+            raise TransformFailed(f"{hunk.label}: the lines it adds are like the lines around them, so the file looks "
+                                  "the same with and without it, and the line it names has moved: cannot tell "
+                                  "whether it is applied")
+        raise TransformFailed(f"{hunk.label}: its lines stand in the file both with and without the ones it adds, "
+                              "and the line it names has moved: cannot tell whether it is applied")
     if found_new and (not found_old or pure_addition):  # context alone stays in the file once lines are added
         return "present"
     if found_new and expected not in found_old and len(found_old) != 1:

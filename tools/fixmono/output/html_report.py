@@ -7,6 +7,7 @@ here: it opens from file:// with no server and no network.
 """
 from __future__ import annotations
 
+import hashlib
 import html
 import os
 import re
@@ -64,7 +65,10 @@ def write(path: Path, text: str) -> Path:
 
 
 def page_name(fix_id: str) -> str:
-    return f"fix-{re.sub(r'[^a-z0-9-]', '-', fix_id.lower())}.html"
+    """A file name per fix id; an id with other characters than a-z, 0-9 and - gets
+    a hash of itself, so two ids never share a page (`a.b` and `a-b`)."""
+    name = re.sub(r"[^a-z0-9-]", "-", fix_id.lower())
+    return f"fix-{name}.html" if name == fix_id else f"fix-{name}-{hashlib.sha256(fix_id.encode()).hexdigest()[:8]}.html"
 
 
 def version_key(text: str):

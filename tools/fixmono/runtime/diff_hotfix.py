@@ -3,7 +3,7 @@ compiled from the ported source of the installed module (the port engine on
 the module's own file, so the installed release's text, not the diff's), in
 that module's namespace, and swapped in; a class attribute whose value the
 diff changes (`name = value` in a class body) is set to the new value,
-evaluated in the module's namespace. Nothing else is touched: a diff that
+evaluated as its class body would. Nothing else is touched: a diff that
 changes module statements, decorators, signatures, or adds or removes a
 function or attribute is refused with one line saying so, and so is one whose module is
 not importable here. The function holding a def's body (the def, or what
@@ -101,16 +101,24 @@ def changed_functions(old: str, new: str) -> list[str]:
     return changed + [q for q in old_attrs if ast.dump(old_attrs[q].value) != ast.dump(new_attrs[q].value)]
 
 
-def attribute_value(new_source: str, qualname: str, module):
-    """A changed class attribute's new value, evaluated in the module's namespace
-    (a value reading other names of its class body cannot be: Refused)."""
-    node = class_attributes(ast.parse(new_source))[qualname]
+def attribute_value(new_source: str, qualname: str, module, owner):
+    """A changed class attribute's new value, evaluated as its class body would:
+    the class's own names first, then the module's. Refused where another
+    statement of that class body reads the name (its value would not follow)."""
+    tree = ast.parse(new_source)
+    node = class_attributes(tree)[qualname]
+    name = qualname.rpartition(".")[2]
+    body = next(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and node in n.body).body
+    for other in body:
+        if other is not node and not isinstance(other, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+                isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load) for n in ast.walk(other)):
+            raise Refused(f"another statement of {qualname.rpartition('.')[0]}'s body reads {name}; its value "
+                          "would not follow")
     try:
         return eval(compile(ast.Expression(node.value), f"<fixmono hot-fix of {qualname}>", "eval"),  # noqa: S307
-                    vars(module))
+                    vars(module), dict(vars(owner)))
     except Exception as err:  # noqa: BLE001 - any failure of the value is a refusal, said in one line
-        raise Refused(f"the new value of {qualname} cannot be evaluated at module level "
-                      f"({type(err).__name__}: {err})") from None
+        raise Refused(f"the new value of {qualname} cannot be evaluated here ({type(err).__name__}: {err})") from None
 
 
 def compiled(new_source: str, qualname: str, module, path: str):
@@ -127,7 +135,7 @@ def compiled(new_source: str, qualname: str, module, path: str):
     exec(compile(unit, f"<fixmono hot-fix of {path}>", "exec"), vars(module), scope)  # noqa: S102
     value = scope[node.name] if owner is None else vars(scope[owner.__name__])[node.name]
     # the function holding the body (a decorator's wrapper has its own closure, made by the decorator)
-    function = body_of(value) or getattr(value, "__func__", getattr(value, "fget", value))
+    function = body_of(value, node.name) or getattr(value, "__func__", getattr(value, "fget", value))
     for name, cell in zip(getattr(function, "__code__", None) and function.__code__.co_freevars or (),
                           getattr(function, "__closure__", None) or ()):
         if name != "__class__":
@@ -174,25 +182,34 @@ def enable(fix: Fix) -> str:
                 owner_name, _, attr = qualname.rpartition(".")
                 owner = resolve(module, owner_name) if owner_name else module
                 value = compiled(result.source, qualname, module, change.path) if qualname in defs else \
-                    attribute_value(result.source, qualname, module)
+                    attribute_value(result.source, qualname, module, owner)
                 plan.append((owner, attr, value, f"{name}.{qualname}"))
         except Refused as err:
             return f"not enabled: {name}: {err}"
     if not plan:
         return "the installed modules already have the diff; nothing to do"
-    SWAPPED[fix.id] = [swap(owner, attr, value) for owner, attr, value, _ in plan]
+    done = []
+    for owner, attr, value, where in plan:
+        try:
+            done.append(swap(owner, attr, value))
+        except Exception as err:  # noqa: BLE001 - e.g. an Enum refusing setattr: nothing is left half-swapped
+            undo(done)
+            return f"not enabled: {where}: cannot be set here ({type(err).__name__}: {err}); nothing was changed"
+    SWAPPED[fix.id] = done
     return f"enabled: {', '.join(where for *_, where in plan)} from the diff, ported to the installed source"
 
 
-def body_of(value) -> types.FunctionType | None:
-    """The function object that holds a def's body: the def itself (no decorator
-    but staticmethod or classmethod), or the function a decorator's wrapper
-    names as its __wrapped__ (functools.wraps, jax.jit)."""
+def body_of(value, name: str) -> types.FunctionType | None:
+    """The function object that holds the body of the def `name`: the def itself
+    (no decorator but staticmethod or classmethod, or one such as
+    `@functools.wraps(other)` that only copies another's docs), or the function a
+    decorator's wrapper names as its __wrapped__ (functools.wraps closures,
+    jax.jit): told apart by the name the code was compiled under."""
     value = getattr(value, "__func__", value) if isinstance(value, (staticmethod, classmethod)) else value
-    if isinstance(value, types.FunctionType) and not hasattr(value, "__wrapped__"):
+    if isinstance(value, types.FunctionType) and value.__code__.co_name == name:
         return value
     wrapped = getattr(value, "__wrapped__", None)
-    return wrapped if isinstance(wrapped, types.FunctionType) and not hasattr(wrapped, "__wrapped__") else None
+    return wrapped if isinstance(wrapped, types.FunctionType) and wrapped.__code__.co_name == name else None
 
 
 def swap(owner, attr: str, value) -> tuple:
@@ -202,9 +219,9 @@ def swap(owner, attr: str, value) -> tuple:
     that holds it, `from m import f` done before); other decorated defs are
     rebound by name only."""
     installed = vars(owner)[attr]
-    old, new = body_of(installed), body_of(value)
-    if old is not None and new is not None and old.__code__.co_freevars == new.__code__.co_freevars \
-            and type(installed) is type(value):
+    old, new = body_of(installed, attr), body_of(value, attr)
+    if old is not None and new is not None and old is not new and \
+            old.__code__.co_freevars == new.__code__.co_freevars and type(installed) is type(value):
         code = old.__code__
         old.__code__ = new.__code__
         return ("code", old, code)
@@ -216,12 +233,17 @@ def disable(fix: Fix) -> str:
     swapped = SWAPPED.pop(fix.id, None)
     if not swapped:
         return "not enabled; nothing to do"
-    for undo in reversed(swapped):
-        if undo[0] == "code":
-            undo[1].__code__ = undo[2]
-        else:
-            setattr(*undo[1:])
+    undo(swapped)
     return "disabled: the installed functions are back"
+
+
+def undo(swapped: list[tuple]) -> None:
+    """Put back what swap() changed, last first."""
+    for step in reversed(swapped):
+        if step[0] == "code":
+            step[1].__code__ = step[2]
+        else:
+            setattr(*step[1:])
 
 
 def from_patch(path: str) -> Fix:

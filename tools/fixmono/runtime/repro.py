@@ -60,8 +60,11 @@ def measured(measure, fix_id: str | None) -> int:
         from fixmono.runtime.hotfixes import enable_hotfixes
 
         (message,) = enable_hotfixes([fix_id])
-    print(json.dumps({"hotfix": message, **measure()}))
+    print(MEASURED + json.dumps({"hotfix": message, **measure()}), flush=True)
     return 0
+
+
+MEASURED = "fixmono-measured: "  # the child's result line, found among whatever else a library prints
 
 
 class MeasureFailed(Exception):
@@ -81,8 +84,11 @@ def measured_apart(module: str, fix_id: str | None = None, timeout: float = 300.
                              stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         raise MeasureFailed(f"no result in {timeout:.0f} s") from None
-    lines = run.stdout.strip().splitlines()
-    if run.returncode != 0 or not lines:
+    found = [line[len(MEASURED):] for line in run.stdout.splitlines() if line.startswith(MEASURED)]
+    if run.returncode != 0 or not found:
         said = [line for line in run.stderr.strip().splitlines() if line.strip()]
-        raise MeasureFailed(said[-1][:300] if said else f"exit {run.returncode}, nothing printed")
-    return json.loads(lines[-1])
+        raise MeasureFailed(said[-1][:300] if said else f"exit {run.returncode}, no result printed")
+    try:
+        return json.loads(found[-1])
+    except ValueError as err:
+        raise MeasureFailed(f"its result is not JSON ({err})") from None
