@@ -6,6 +6,8 @@ import shutil
 import subprocess
 import sys
 
+import pytest
+
 from fixmono.model.registry import discover
 from fixmono.testing import REPO_ROOT
 
@@ -43,12 +45,13 @@ def test_the_site_builds_strictly_with_a_page_per_fix(tmp_path):
     assert all(f"<code>{fix.id}</code>" in index for fix in fixes)
 
 
-def test_a_broken_link_fails_the_build(tmp_path):
+@pytest.mark.parametrize("link", ["no-such-page.md", "status.md#no-such-anchor", "/status.md"])
+def test_a_broken_link_fails_the_build(tmp_path, link):
     root = copy_of_the_docs(tmp_path)
     page = root / "docs" / "use-it.md"
-    page.write_text(page.read_text() + "\nSee [the missing page](no-such-page.md).\n")
+    page.write_text(page.read_text() + f"\nSee [the missing page]({link}).\n")
     run = build(root, tmp_path / "site")
-    assert run.returncode != 0 and "no-such-page.md" in run.stderr, run.stderr[-2000:]
+    assert run.returncode != 0 and link.lstrip("/").split("#")[-1] in run.stderr, run.stderr[-2000:]
 
 
 def test_the_readme_is_short_and_its_links_lead_somewhere():
