@@ -1,10 +1,13 @@
 """Bad input: one clear line and exit code 2 (or the documented status), never
 a traceback, and the checkout byte-identical afterwards."""
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from fixmono.runtime.child import child_env
 from fixmono.testing import git, make_repo, snapshot
 from tests.helpers import BN_FIX, FIXTURE, make_patch, pytorch_files, pytorch_repo
 
@@ -325,3 +328,15 @@ def test_broken_fix_module_is_one_line_naming_the_file(tmp_path, monkeypatch, ca
 
 def test_at_least_25_bad_input_cases():
     assert sum(1 for c in CASES if c[3] == 2) >= 25
+
+
+
+@pytest.mark.parametrize("command", ["status", "make-patch", "patch-wheel", "patch-env", "drift", "import",
+                                     "compare-weights", "report"])
+def test_a_fixmono_subcommand_names_itself_in_its_error(command):
+    """`fixmono drift` said `drift_matrix: error:` (the tool's own name): each subcommand
+    speaks as `fixmono COMMAND`; the tools in tools/ keep their own names."""
+    run = subprocess.run([sys.executable, "-m", "fixmono", command, "--bogus"], capture_output=True, text=True,
+                         env=child_env(), timeout=120)
+    assert run.returncode == 2 and run.stderr.startswith(f"fixmono {command}: error: "), run.stderr
+    assert run.stderr.count("\n") == 1 and "Traceback" not in run.stderr

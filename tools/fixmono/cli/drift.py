@@ -20,7 +20,7 @@ from fixmono.analysis.drift import RANGES, chosen_fixes, markdown, matrix, parse
 from fixmono.analysis.envs import Base
 from fixmono.cli.early import exit_quietly
 from fixmono.cli.files import check_report_path, check_site_folder, write_report
-from fixmono.cli.guard import ArgumentParser, os_error_as_user_error, run_command
+from fixmono.cli.guard import ArgumentParser, os_error_as_user_error, run_command, tool_name
 from fixmono.engines.port import diff_fixes
 from fixmono.model.errors import UserError
 from fixmono.model.patchfile import read_patches
@@ -36,7 +36,7 @@ REPOSITORY_PATCHES = Path(fixmono.__file__).absolute().parents[2] / "patches"
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    p = ArgumentParser(prog="drift_matrix", description="make_patch and the static patch across published versions")
+    p = ArgumentParser(prog=tool_name("drift_matrix"), description="make_patch and the static patch across published versions")
     p.add_argument("--fix", action="append", help="only this fix (repeatable)")
     p.add_argument("--versions", action="append", default=[], metavar="PROJECT=V1,V2",
                    help="versions to check instead of the documented range")
@@ -173,7 +173,7 @@ def over_wheels(args: argparse.Namespace) -> tuple[dict, int]:
         write_site(payload, args.html, fix_readmes())
     payload["markdown"] = report
     if lost:  # the one line guard.py would print; the report and --json payload still follow
-        print(f"drift_matrix: {lost}", file=sys.stderr)
+        print(f"{tool_name('drift_matrix')}: {lost}", file=sys.stderr)
         payload["error"] = lost.removeprefix("error: ")
         return payload, on_ray.EXIT_LOST
     return payload, 1 if failed else 0
@@ -263,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
             return over_history(args)
         return over_installed(args) if args.installed else over_wheels(args)
 
-    return run_command("drift_matrix", argv, parse_args, work, lambda payload, args: payload["markdown"],
+    return run_command(tool_name("drift_matrix"), argv, parse_args, work, lambda payload, args: payload["markdown"],
                        "interrupted; no report was written")
 
 

@@ -49,6 +49,12 @@ def setup_streams() -> None:
             pass
 
 
+def tool_name(own: str) -> str:
+    """The name a command speaks under: `fixmono drift` when run as a subcommand of
+    `fixmono` (cli/main.py sets argv[0] so), else the tool's own (tools/drift_matrix)."""
+    return sys.argv[0] if sys.argv[0].startswith("fixmono ") else own
+
+
 def emit(text: str) -> None:
     """Print to stdout; a reader that went away (`| head`) ends the output quietly."""
     try:

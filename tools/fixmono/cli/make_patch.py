@@ -17,7 +17,7 @@ from fixmono.analysis.still_needed import check
 from fixmono.engines.port import diff_fixes
 from fixmono.apply.run import run
 from fixmono.cli.early import exit_quietly
-from fixmono.cli.guard import ArgumentParser, run_command
+from fixmono.cli.guard import ArgumentParser, run_command, tool_name
 from fixmono.cli.render import table
 from fixmono.model.errors import UserError
 from fixmono.model.fix import Fix
@@ -37,7 +37,7 @@ DEFAULT_OUT = "patches-out"
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = ArgumentParser(prog="make_patch", description=__doc__.split("\n")[0])
+    p = ArgumentParser(prog=tool_name("make_patch"), description=__doc__.split("\n")[0])
     p.add_argument("fix_ids", nargs="*", metavar="FIX_ID", help="fixes to apply, in series order")
     p.add_argument("--all", action="store_true", help="every fix for the upstream")
     p.add_argument("--diff", action="append", default=[], metavar="FILE",
@@ -253,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
         return ("interrupted after everything was written (the report was not printed)" if publish.WRITTEN
                 else "interrupted; the checkout was not changed")
 
-    return run_command("make_patch", argv, parse_args, work, render, interrupted)
+    return run_command(tool_name("make_patch"), argv, parse_args, work, render, interrupted)
 
 
 if __name__ == "__main__":

@@ -8,13 +8,13 @@ import re
 from pathlib import Path
 
 from fixmono.cli.early import exit_quietly
-from fixmono.cli.guard import ArgumentParser, os_error_as_user_error, run_command
+from fixmono.cli.guard import ArgumentParser, os_error_as_user_error, run_command, tool_name
 from fixmono.model.errors import UserError
 from fixmono.output.wheel import check_patched, patch_wheel
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    p = ArgumentParser(prog="patch_wheel", description="apply a series' Python-only fixes to a built wheel")
+    p = ArgumentParser(prog=tool_name("patch_wheel"), description="apply a series' Python-only fixes to a built wheel")
     p.add_argument("wheel", type=Path, help="the wheel to patch (with --verify: a wheel patch_wheel wrote)")
     p.add_argument("series", type=Path, nargs="?", help="the folder make_patch wrote the series to")
     p.add_argument("--diff", action="append", default=[], type=Path, metavar="FILE",
@@ -60,7 +60,7 @@ def render(payload: dict, args) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_command("patch_wheel", argv, parse_args, work, render, "interrupted; no wheel was written")
+    return run_command(tool_name("patch_wheel"), argv, parse_args, work, render, "interrupted; no wheel was written")
 
 
 if __name__ == "__main__":
