@@ -13,7 +13,8 @@ from fixmono.cli.guard import ArgumentParser, os_error_as_user_error, run_comman
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    p = ArgumentParser(prog=tool_name("compare_weights"), description="two safetensors files or folders, tensor by tensor")
+    p = ArgumentParser(prog=tool_name("compare_weights"),
+                       description="two safetensors files or folders, tensor by tensor")
     p.add_argument("first", type=Path)
     p.add_argument("second", type=Path)
     p.add_argument("--all", action="store_true", help="list equal tensors too")
@@ -40,7 +41,7 @@ def render(payload: dict, args) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_command(tool_name("compare_weights"), argv, parse_args, work, render)
+    return run_command("compare_weights", argv, parse_args, work, render)
 
 
 if __name__ == "__main__":

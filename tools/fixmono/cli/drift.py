@@ -36,7 +36,8 @@ REPOSITORY_PATCHES = Path(fixmono.__file__).absolute().parents[2] / "patches"
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    p = ArgumentParser(prog=tool_name("drift_matrix"), description="make_patch and the static patch across published versions")
+    p = ArgumentParser(prog=tool_name("drift_matrix"),
+                       description="make_patch and the static patch across published versions")
     p.add_argument("--fix", action="append", help="only this fix (repeatable)")
     p.add_argument("--versions", action="append", default=[], metavar="PROJECT=V1,V2",
                    help="versions to check instead of the documented range")
@@ -263,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
             return over_history(args)
         return over_installed(args) if args.installed else over_wheels(args)
 
-    return run_command(tool_name("drift_matrix"), argv, parse_args, work, lambda payload, args: payload["markdown"],
+    return run_command("drift_matrix", argv, parse_args, work, lambda payload, args: payload["markdown"],
                        "interrupted; no report was written")
 
 

@@ -114,5 +114,6 @@ def run_command(prog: str, argv: list[str] | None, parse, work, render, interrup
         if json_out:
             emit(as_json(envelope(prog, code, error=message.removeprefix("error: "))))
 
-    result, code = guarded(prog, body, interrupted, cleanup, on_error=json_error)
+    # the line on stderr names the command as it was run (`fixmono drift`); --json's `command` stays `prog`
+    result, code = guarded(tool_name(prog), body, interrupted, cleanup, on_error=json_error)
     return result if code is None else code

@@ -253,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
         return ("interrupted after everything was written (the report was not printed)" if publish.WRITTEN
                 else "interrupted; the checkout was not changed")
 
-    return run_command(tool_name("make_patch"), argv, parse_args, work, render, interrupted)
+    return run_command("make_patch", argv, parse_args, work, render, interrupted)
 
 
 if __name__ == "__main__":

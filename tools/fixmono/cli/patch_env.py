@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
             return "interrupted; the journal holds what was under way: the next patch-env (or --undo) completes it"
         return "interrupted; nothing was changed"
 
-    return run_command("fixmono patch-env", argv, parse_args, partial(work, stage=stage), render, interrupted)
+    return run_command("patch-env", argv, parse_args, partial(work, stage=stage), render, interrupted)
 
 
 if __name__ == "__main__":

@@ -60,7 +60,7 @@ def render(payload: dict, args) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_command(tool_name("patch_wheel"), argv, parse_args, work, render, "interrupted; no wheel was written")
+    return run_command("patch_wheel", argv, parse_args, work, render, "interrupted; no wheel was written")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ import sys
 from fixmono.analysis.status import (BUILT_IN, FAILED, FIXED, NOT_APPLICABLE, NOT_FIXED, NOT_INSTALLED, PATCHED_HERE,
                                      collect)
 from fixmono.cli.early import exit_quietly
-from fixmono.cli.guard import ArgumentParser, run_command, tool_name
+from fixmono.cli.guard import ArgumentParser, run_command
 from fixmono.cli.render import table
 from fixmono.engines.port import diff_fixes
 from fixmono.model.errors import UserError
@@ -86,7 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     def show(report, args):
         return render(report, colour=sys.stdout.isatty() and not os.environ.get("NO_COLOR"))
 
-    return run_command(tool_name("fixes"), argv, parse_args, work, show, cleanup=lambda: progress(""))
+    prog = "fixmono status" if sys.argv[0] == "fixmono status" else "fixes"  # its --json `command`, as before
+    return run_command(prog, argv, parse_args, work, show, cleanup=lambda: progress(""))
 
 
 if __name__ == "__main__":
