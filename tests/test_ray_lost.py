@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from fixmono.analysis.envs import Base
+from fixmono.output.progress import STEP_LINE
 from fixmono.runtime.child import child_env
 from fixmono.testing import RayCluster, marked
 
@@ -78,7 +79,13 @@ def finish(proc: subprocess.Popen, within: float) -> tuple[str, str, float]:
 
 
 def one_line(err: str) -> str:
+    """The one line that ends the run, after its progress lines (a finished run each: STEP_LINE) and, when
+    it was stopped, the table of the finished ones."""
     lines = err.splitlines()
+    if "finished before it stopped" in err:
+        lines = lines[:next(i for i, line in enumerate(lines) if line.startswith("finished before it stopped"))] + \
+            lines[-1:]
+    lines = [line for line in lines if not STEP_LINE.match(line)]
     assert len(lines) == 1, err
     return lines[0]
 

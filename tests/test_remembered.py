@@ -3,6 +3,7 @@ gives: on every inline case and every fixture of the catalogue, the result
 (or the error) with the cache off, on a miss and on a hit is the same, and a
 hit runs no libcst at all. A damaged entry is computed again; a change to the
 fix's code is a miss."""
+import dataclasses
 import json
 import sys
 import types
@@ -10,7 +11,8 @@ import types
 import pytest
 
 from fixmono.engines import python as engine
-from fixmono.engines.remembered import fingerprint
+from fixmono.engines.port import DiffTransform
+from fixmono.engines.remembered import diff_code, fingerprint
 from fixmono.model.errors import NotApplicable, TargetSyntaxError, TransformFailed
 from fixmono.model.registry import discover
 from fixmono.testing import change_for, fixture_changes
@@ -20,6 +22,7 @@ INPUTS = [(f"{fix.id}: case {case.name}", change_for(fix, case), case.before) fo
           for case in fix.cases] + \
          [(f"{fix.id}: fixture of {change.path}", change, fix.fixture_text(change)) for fix, change in fixture_changes()]
 PYTHON = [item for item in INPUTS if isinstance(item[1].transform, engine.PythonTransform)]  # libcst's, remembered
+DIFF = [item for item in INPUTS if isinstance(item[1].transform, DiffTransform)]  # the port engine's, likewise
 
 
 def outcome(change, text):
@@ -50,6 +53,26 @@ def test_off_miss_and_hit_agree(cache, monkeypatch, name, change, text):
     monkeypatch.setattr(engine.PythonTransform, "_rewrite", lambda self, source: pytest.fail("a hit parsed again"))
     hit = outcome(change, text)
     assert plain == miss == hit
+
+
+@pytest.mark.parametrize("name, change, text", DIFF, ids=[item[0] for item in DIFF])
+def test_ported_diffs_off_miss_and_hit_agree(cache, monkeypatch, name, change, text):
+    monkeypatch.setenv("FIXMONO_REWRITE_CACHE", "off")
+    plain = outcome(change, text)
+    monkeypatch.delenv("FIXMONO_REWRITE_CACHE")
+    miss = outcome(change, text)
+    assert len(list(cache.rglob("*.json"))) == 1
+    monkeypatch.setattr(DiffTransform, "_rewrite", lambda self, source: pytest.fail("a hit ported again"))
+    hit = outcome(change, text)
+    assert plain == miss == hit
+
+
+def test_a_diff_with_other_hunks_or_path_is_another_key():
+    (_, change, _), *_ = DIFF
+    hunks, path = change.transform.hunks, change.transform.path
+    assert diff_code(path, hunks) == diff_code(path, tuple(hunks))
+    assert diff_code(path, hunks) != diff_code(path + "x", hunks)
+    assert diff_code(path, hunks) != diff_code(path, hunks[:-1] + (dataclasses.replace(hunks[-1], start=hunks[-1].start + 1),))
 
 
 def test_a_damaged_entry_is_computed_again(cache):

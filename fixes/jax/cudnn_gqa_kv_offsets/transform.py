@@ -48,6 +48,8 @@ def is_kv_scaling(stmt: cst.BaseSmallStatement) -> bool:
 
 
 class KvOffsetsByKeyHeads(SiteTransformer):
+    mentioning = rf"\b{FUNCTION}\b"
+
     def __init__(self) -> None:
         super().__init__()
         self._plan: dict | None = None  # for the open _fix_seqlen_offsets: what to rewrite

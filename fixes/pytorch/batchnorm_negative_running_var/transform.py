@@ -116,6 +116,8 @@ class NonNegativeRunningVar(SiteTransformer):
     last value is (whatever the form); else its last assignment, a signed
     random tensor, gets `.abs()`; any other form is reported as found."""
 
+    mentioning = rf"\b{TEST_FUNCTION}\b"
+
     def __init__(self) -> None:
         super().__init__()
         self._edit: list[set[int]] = []  # ids of the statement lines to fix, per open test_batch_norm

@@ -63,6 +63,8 @@ def already_writes_through(loop: cst.For) -> bool:
 
 
 class WriteThroughNonOwningOutputs(LinePlanTransformer):
+    mentioning = r"\b_codegen_mix_order_reduction\b"  # (module_binds reads the imports: never set aside)
+
     def __init__(self) -> None:
         super().__init__()
         self._imports_ir = False

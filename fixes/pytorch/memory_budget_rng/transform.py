@@ -56,6 +56,8 @@ def parenthesized(expr: cst.BaseExpression) -> cst.BaseExpression:
 
 
 class KeepRandomOpsSaved(SiteTransformer):
+    mentioning = r"\b(?:is_random|choose_saved_values_set)\b"  # OpTypes.is_random, and CHOOSE
+
     def __init__(self) -> None:
         super().__init__()
         self._choose: dict = {}  # names in the open choose_saved_values_set

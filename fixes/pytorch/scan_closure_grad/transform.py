@@ -39,6 +39,8 @@ def traces_partitioned_graph(line: cst.SimpleStatementLine) -> str | None:
 
 
 class TraceWithInitRequiringGrad(LinePlanTransformer):
+    mentioning = rf"\b{FUNCTION}\b"
+
     def targets(self, qualname: str) -> bool:
         return qualname == FUNCTION
 

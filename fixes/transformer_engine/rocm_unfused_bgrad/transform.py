@@ -82,6 +82,8 @@ def already_fixed(function: cst.FunctionDef) -> bool:
 
 
 class UnfusedRocmBiasGrad(SiteTransformer):
+    mentioning = rf"\b{FUNCTION}\b"
+
     def __init__(self) -> None:
         super().__init__()
         self.is_hip = "torch.version.hip is not None"

@@ -56,6 +56,8 @@ def assigned(function: cst.FunctionDef) -> set[str]:
 
 
 class ScaleOnlyTheTokenLoss(LinePlanTransformer):
+    mentioning = r"\bcompute_loss\b"
+
     def targets(self, qualname: str) -> bool:
         return qualname == FUNCTION
 

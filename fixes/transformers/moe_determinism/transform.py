@@ -27,6 +27,8 @@ ADDED = ("PinnedTopK", "pinned_routing_contexts", "pin_moe_routing_kwargs")
 
 
 class AppendPinToMoe(SiteTransformer):
+    mentioning = r"\b(?:" + "|".join(ADDED) + r")\b"  # it reads only which of these the module defines
+
     def leave_Module(self, original: cst.Module, updated: cst.Module) -> cst.Module:
         self.anchors += 1
         defined = {s.name.value for s in updated.body if isinstance(s, (cst.ClassDef, cst.FunctionDef))}
@@ -57,6 +59,8 @@ def _partial_assignment(stmt) -> str | None:
 
 
 class PinKwargsInCheckpointing(SiteTransformer):
+    mentioning = r"\bgradient_checkpointing_func\b"
+
     def leave_FunctionDef(self, original, updated):
         in_model = self.qualname.startswith("PreTrainedModel.")
         super().leave_FunctionDef(original, updated)

@@ -45,6 +45,8 @@ def topk_calls(function: cst.FunctionDef, of: str) -> list[cst.Call]:
 
 
 class KeepRouterLogitsRaw(SiteTransformer):
+    mentioning = rf"TopKRouter|\b{LOGITS}\b"  # a router class, and its forward (the softmax of the logits)
+
     def __init__(self) -> None:
         super().__init__()
         self._plan: dict = {}

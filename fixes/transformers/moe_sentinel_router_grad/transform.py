@@ -101,6 +101,8 @@ def with_comment(stmt: str) -> cst.SimpleStatementLine:
 
 
 class MaskSentinelRoutingWeights(LinePlanTransformer):
+    mentioning = rf"\b{FUNCTION}\b"
+
     def targets(self, qualname: str) -> bool:
         return qualname == FUNCTION
 

@@ -33,6 +33,7 @@ from fixmono.analysis.envs import Base, EnvironmentFailed, discard, environment
 from fixmono.analysis.still_needed import CANNOT_RUN, FIXED_UPSTREAM, STILL_NEEDED, check
 from fixmono.model.fix import Fix
 from fixmono.model.projects import PROJECTS
+from fixmono.output.progress import step_done
 from fixmono.sources.installed import dist_name
 
 REPRODUCED, NOT_REPRODUCED, LOST = "reproduced", "not-reproduced", "lost"
@@ -134,7 +135,10 @@ def run_matrix(statics: dict, fixes: list[Fix], bases: list[Base], jobs: int, ti
 
     def one(fix_id: str, c) -> Run:
         try:
-            return run_one(by_id[fix_id], c.version, c.status, bases, timeout, pip_args, progress, fresh)
+            run = run_one(by_id[fix_id], c.version, c.status, bases, timeout, pip_args, progress, fresh)
+            step_done(progress, f"{fix_id} @ {c.version}", run.verdict + (" (an earlier run's)" if run.reused else ""),
+                      run.seconds)
+            return run
         finally:
             with counting:
                 left[release(fix_id, c.version)] -= 1

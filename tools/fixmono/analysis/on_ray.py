@@ -43,6 +43,7 @@ import sys
 import threading
 import time
 
+from fixmono.output.progress import step_done
 from fixmono.analysis import behaviour, results
 from fixmono.analysis.behaviour import LOST, Run
 from fixmono.analysis.still_needed import CANNOT_RUN
@@ -290,8 +291,10 @@ def run_matrix(ray, statics: dict, fixes: list[Fix], pythons: list[str], timeout
                         submit(fix_id, version, static, attempt + 1)
                     else:
                         done[(fix_id, version)] = lost(version, static, attempt, f"lost: node died ({why})")
+                        step_done(progress, f"{fix_id} @ {version}", "lost: its node died")
                     continue
-                progress(f"{fix_id} @ {version}: {run.verdict} on {run.node.get('host', '?')}")
+                step_done(progress, f"{fix_id} @ {version}", f"{run.verdict} on {run.node.get('host', '?')}",
+                          run.seconds)
                 done[(fix_id, version)] = run
                 if run.verdict in (behaviour.REPRODUCED, behaviour.NOT_REPRODUCED):
                     results.store(results.key(by_id[fix_id], version, interpreters), dataclasses.asdict(run))

@@ -10,18 +10,19 @@ upstream package is imported for it). `--run` also runs each reproducer
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
+import time
 from pathlib import Path
 
 from fixmono.analysis.still_needed import check
 from fixmono.apply.run import run
-from fixmono.model.errors import UserError, one_line
+from fixmono.model.errors import UserError
 from fixmono.model.fix import Fix
 from fixmono.model.outcome import Status
 from fixmono.model.projects import PROJECTS
 from fixmono.model.registry import discover
 from fixmono.output.journal import Journal, patch_env_command
-from fixmono.runtime.repro import torch_backend
+from fixmono.output.progress import step_done
+from fixmono.sources import gpus
 from fixmono.sources.installed import Environment, InstalledFiles
 
 NOT_FIXED, FIXED, NOT_APPLICABLE, FAILED = "not fixed", "already fixed", "not applicable", "failed"  # installed files; still_needed.py says what reproducers find
@@ -30,18 +31,19 @@ PATCHED_HERE = "patched by fixmono"
 BUILT_IN = "not in the installed package (C++/tests: built into the binary)"
 
 
-def backend() -> dict:
-    """The accelerator torch would use here, without torch: unknown."""
-    if importlib.util.find_spec("torch") is None:
-        return {"name": None, "devices": None, "detail": "torch not installed: backend unknown"}
-    try:
-        import torch
-
-        name = torch_backend()
-        devices = torch.cuda.device_count() if name != "cpu" else 0
-    except Exception as err:  # a broken torch install: say so, do not fail the report
-        return {"name": None, "devices": None, "detail": f"torch does not import: {one_line(err)}"}
-    return {"name": name, "devices": devices, "detail": f"torch {torch.__version__}"}
+def backend(env: Environment) -> dict:
+    """The accelerator torch would use here, without importing torch: its
+    build read from torch/version.py, the GPUs counted from the driver's files
+    (sources/gpus.py); a cuda or rocm build with no GPU here runs on the cpu."""
+    build = env.torch_build()
+    version = env.dist("torch")["version"]
+    if build["name"] is None:
+        return build
+    if build["name"] == "cpu":
+        return {"name": "cpu", "devices": 0, "detail": f"torch {version} built for cpu"}
+    devices, how = gpus.count(build["name"])
+    return {"name": build["name"] if devices else "cpu", "devices": devices,
+            "detail": f"torch {version} built for {build['name']}; {devices} GPU(s) {how}"}
 
 
 def check_installed(fix: Fix, site: Path | None = None, env: Environment | None = None) -> dict:
@@ -110,17 +112,18 @@ def collect(fixes: list[Fix] | None = None, run_reproducers: bool = False, timeo
     """The status of `env` (default: this interpreter's environment)."""
     fixes = discover() if fixes is None else fixes
     env = env or Environment.current()
-    here = backend() if env.here else env.torch_build()
+    here = backend(env) if env.here else env.torch_build()
     rows = []
     for fix in fixes:
         row = check_installed(fix, site, env)
         row["affects_backend_here"] = here["name"] in fix.backends if here["name"] else None
         rows.append(row)
     if run_reproducers:
-        for n, (fix, row) in enumerate(zip(fixes, rows), 1):
-            progress(f"[{n}/{len(fixes)}] running the reproducer of {fix.id} (limit {timeout:.0f} s)")
+        for fix, row in zip(fixes, rows):
+            progress(f"running the reproducer of {fix.id} (limit {timeout:.0f} s)")
+            start = time.monotonic()
             found = check(fix, timeout, python=env.python)
             row["reproducer"] = {"status": found["status"], "detail": found["detail"]}
-        progress("")
+            step_done(progress, fix.id, found["status"], time.monotonic() - start)
     return {"python": env.prefix, "python_executable": env.python, "python_version": env.version,
             "backend": here, "fixes": rows}

@@ -3,6 +3,7 @@ the drift matrix, drift over history and status all get their outcomes here."""
 from __future__ import annotations
 
 import dataclasses
+import time
 
 from fixmono.apply.contract import apply_fix
 from fixmono.apply.revert import confirm_reverted, revert_through_git
@@ -12,10 +13,12 @@ from fixmono.model.outcome import FixOutcome, Status
 from fixmono.sources.upstream import Source
 
 
-def run(source: Source, fixes: list[Fix], validate: bool = False, progress=lambda message: None) -> list[FixOutcome]:
+def run(source: Source, fixes: list[Fix], validate: bool = False, progress=lambda message: None,
+        finished=lambda label, status, seconds: None) -> list[FixOutcome]:
     """Apply `fixes` in order; each sees the files as the previous ones left
     them. A fix that reverts an upstream commit goes through git where the
-    source has history; `validate` runs each applied fix's behavioural check."""
+    source has history; `validate` runs each applied fix's behavioural check.
+    `progress(fix id)` as each starts, `finished(...)` as it ends (output/progress.py)."""
     patched: dict[str, str | None] = {}
 
     def read(path: str) -> bytes | None:
@@ -24,8 +27,9 @@ def run(source: Source, fixes: list[Fix], validate: bool = False, progress=lambd
         return source.read(path)
 
     outcomes = []
-    for n, fix in enumerate(fixes, 1):
-        progress(f"[{n}/{len(fixes)}] {fix.id}")
+    for fix in fixes:
+        progress(fix.id)
+        start = time.monotonic()
         try:
             outcome = apply_fix(fix, read, source.missing_file_hint)
         except Unreadable as err:
@@ -49,4 +53,5 @@ def run(source: Source, fixes: list[Fix], validate: bool = False, progress=lambd
                 outcome = dataclasses.replace(outcome, detail=outcome.detail + "; CRLF line endings kept: "
                                                                             "apply with `git am --keep-cr`")
         outcomes.append(outcome)
+        finished(fix.id, outcome.status.value, time.monotonic() - start)
     return outcomes

@@ -27,6 +27,7 @@ from fixmono.model.patchfile import read_patches
 from fixmono.model.projects import PROJECTS, runs_on
 from fixmono.model.registry import discover
 from fixmono.output.html_report import write_site
+from fixmono.output.progress import Progress, step_done
 from fixmono.output.readmes import fix_readmes
 from fixmono.sources.installed import Environment
 from fixmono.sources.upstream import detect_project
@@ -97,10 +98,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
-def progress_printer():
-    return (lambda m: print(f"  {m}", file=sys.stderr)) if sys.stderr.isatty() else (lambda m: None)
-
-
 def behaviour_bases(args: argparse.Namespace) -> list[Base]:
     """--run's arguments checked, and its interpreter probed, before any wheel is read."""
     if not args.run:
@@ -143,20 +140,22 @@ def over_wheels(args: argparse.Namespace) -> tuple[dict, int]:
             cluster = on_ray.connect(args.ray, args.ray_timeout)
         versions = {project: chosen.get(project) or published_versions(PROJECTS[project].dist, RANGES[project])
                     for project in sorted({f.upstream for f in fixes}) if project in RANGES}
-        rows = matrix(fixes, versions, args.patches, progress_printer(), args.full_wheel)
+        rows = matrix(fixes, versions, args.patches, args.progress, args.full_wheel)
         lost = None
         if args.run and args.ray is not None:
             here, elsewhere = on_ray.runnable(fixes)
+            args.progress.total = sum(len(rows[f.id]) for f in here if f.id in rows)
             try:
                 runs = on_ray.run_matrix(cluster, {f.id: rows[f.id] for f in here if f.id in rows}, here,
-                                         args.python, args.timeout, args.pip_arg, args.retries, progress_printer(),
+                                         args.python, args.timeout, args.pip_arg, args.retries, args.progress,
                                          args.fresh, args.ray_timeout)
             except on_ray.ClusterLost as err:  # the report of what finished, then exit 4
                 runs, lost = err.runs, f"error: --ray {args.ray}: {err}"
         elif args.run:
             here, elsewhere = behaviour.runnable(fixes)
+            args.progress.total = sum(len(rows[f.id]) for f in here if f.id in rows)
             runs = behaviour.run_matrix({f.id: rows[f.id] for f in here if f.id in rows}, here, bases, args.jobs,
-                                        args.timeout, args.pip_arg, progress_printer(), args.discard_envs, args.fresh)
+                                        args.timeout, args.pip_arg, args.progress, args.discard_envs, args.fresh)
     except OSError as err:  # e.g. the wheel cache unwritable: not a bug here
         raise os_error_as_user_error(err) from None
     report = markdown(rows)
@@ -199,14 +198,17 @@ def over_installed(args: argparse.Namespace) -> tuple[dict, int]:
         check_site_folder(args.html)
     (base,) = behaviour_bases(args)
     env = Environment.of(base.python)
-    runs, not_installed = {}, {}
-    for fix in fixes:
-        row = status.check_installed(fix, env=env)
-        if row["version"] is None:
-            not_installed[fix.id] = f"{row['dist']} is not installed in {env.prefix}"
-            continue
-        runs[fix.id] = [behaviour.run_one(fix, row["version"], STATIC_OF_INSTALLED.get(row["installed_files"], "n/a"),
-                                          [base], args.timeout, args.pip_arg, progress_printer(), args.fresh)]
+    runs = {}
+    rows = {fix.id: status.check_installed(fix, env=env) for fix in fixes}
+    not_installed = {fid: f"{row['dist']} is not installed in {env.prefix}" for fid, row in rows.items()
+                     if row["version"] is None}
+    args.progress.total = len(fixes) - len(not_installed)
+    for fix in (f for f in fixes if f.id not in not_installed):
+        row = rows[fix.id]
+        run = behaviour.run_one(fix, row["version"], STATIC_OF_INSTALLED.get(row["installed_files"], "n/a"), [base],
+                                args.timeout, args.pip_arg, args.progress, args.fresh)
+        runs[fix.id] = [run]
+        step_done(args.progress, f"{fix.id} @ {row['version']}", run.verdict, run.seconds)
     report = behaviour.markdown(runs, not_installed)
     if args.out:
         write_report(args.out, report)
@@ -241,7 +243,7 @@ def over_history(args: argparse.Namespace) -> tuple[dict, int]:
         if not runs_on(fix.upstream, project):
             raise UserError(f"--fix {fix.id} targets {fix.upstream}; {args.git} is a {project.name} repository")
         points = history.history(upstream, fix, args.rev_range, args.since, args.sample, args.tips,
-                                 progress_printer())
+                                 args.progress)
     except OSError as err:
         raise os_error_as_user_error(err) from None
     lines = [f"### {fix.id} over {args.git} (BASE {upstream.head[:12]})", "",
@@ -259,13 +261,19 @@ def over_history(args: argparse.Namespace) -> tuple[dict, int]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    progress = Progress()
+
     def work(args):
-        if args.git is not None:
-            return over_history(args)
-        return over_installed(args) if args.installed else over_wheels(args)
+        args.progress = progress
+        try:
+            if args.git is not None:
+                return over_history(args)
+            return over_installed(args) if args.installed else over_wheels(args)
+        finally:
+            progress.clear()
 
     return run_command("drift_matrix", argv, parse_args, work, lambda payload, args: payload["markdown"],
-                       "interrupted; no report was written")
+                       lambda: progress.stopped("interrupted; no report was written"))
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ from fixmono.model.registry import discover
 from fixmono.output import publish
 from fixmono.output.branch import check_branch_name
 from fixmono.output.out_dir import check_out_dir, inside
+from fixmono.output.progress import Progress
 from fixmono.sources.open import open_upstream
 from fixmono.sources.remote import is_remote
 from fixmono.sources.scratch import pause_point
@@ -150,12 +151,15 @@ def prepare(args: argparse.Namespace, spec: str, group: list[Fix]) -> publish.Jo
 def execute(args: argparse.Namespace) -> tuple[dict, int]:
     check_options(args)
     fixes = select(discover(), args)
-    progress = (lambda msg: print(msg, file=sys.stderr)) if sys.stderr.isatty() else (lambda msg: None)
     jobs = [prepare(args, spec, group) for spec, group in plan(args, fixes)]  # all before any write
     pause_point("opened")
+    progress = args.progress
+    progress.total = sum(len(job.fixes) for job in jobs if job.upstream is not None) if args.all else 0
     for job in jobs:
         if job.upstream is not None:
-            job.outcomes = run(job.upstream, job.fixes, args.validate, progress)
+            job.outcomes = run(job.upstream, job.fixes, args.validate, lambda fix_id: progress(fix_id),
+                               lambda *step: progress.finished(*step) if args.all else None)
+    progress.clear()
     pause_point("transformed")
     failed = any(o.status is Status.FAILED for job in jobs for o in job.outcomes)
     if not failed:  # a failed run writes nothing: the previous series and branches stay as they were
@@ -243,15 +247,18 @@ def render_runs(report: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    progress = Progress()
+
     def work(args):
+        args.progress = progress
         return check_upstream(args) if args.check_upstream else execute(args)
 
     def render(report, args):
         return render_still_needed(report) if args.check_upstream else render_runs(report)
 
     def interrupted() -> str:
-        return ("interrupted after everything was written (the report was not printed)" if publish.WRITTEN
-                else "interrupted; the checkout was not changed")
+        return progress.stopped("interrupted after everything was written (the report was not printed)"
+                                if publish.WRITTEN else "interrupted; the checkout was not changed")
 
     return run_command("make_patch", argv, parse_args, work, render, interrupted)
 

@@ -16,6 +16,8 @@ from fixmono.cli.render import table
 from fixmono.engines.port import diff_fixes
 from fixmono.model.errors import UserError
 from fixmono.model.patchfile import read_patches
+from fixmono.model.registry import discover
+from fixmono.output.progress import Progress
 from fixmono.sources.installed import Environment
 
 COLOURS = {NOT_FIXED: "33", FIXED: "32", PATCHED_HERE: "32", FAILED: "31", NOT_APPLICABLE: "2", NOT_INSTALLED: "2", BUILT_IN: "2",
@@ -72,22 +74,22 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    tty = sys.stderr.isatty()
-
-    def progress(msg: str) -> None:
-        if tty:
-            print(f"\r\033[K{msg}", end="" if msg else "\r", file=sys.stderr, flush=True)
+    progress = Progress()
 
     def work(args):
         env = Environment.of(args.python) if args.python else None
-        return collect(args.diff_fixes, run_reproducers=args.run, timeout=args.timeout, env=env,
-                       progress=progress), 0
+        if args.run:
+            progress.total = len(args.diff_fixes or discover())
+        report = collect(args.diff_fixes, run_reproducers=args.run, timeout=args.timeout, env=env,
+                         progress=progress)
+        progress.clear()
+        return report, 0
 
     def show(report, args):
         return render(report, colour=sys.stdout.isatty() and not os.environ.get("NO_COLOR"))
 
     prog = "fixmono status" if sys.argv[0] == "fixmono status" else "fixes"  # its --json `command`, as before
-    return run_command(prog, argv, parse_args, work, show, cleanup=lambda: progress(""))
+    return run_command(prog, argv, parse_args, work, show, interrupted=progress.stopped)
 
 
 if __name__ == "__main__":

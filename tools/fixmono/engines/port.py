@@ -31,6 +31,7 @@ import functools
 import re
 from pathlib import Path
 
+from fixmono.engines.remembered import diff_code, remembered
 from fixmono.model.errors import NotApplicable, TargetSyntaxError, TransformFailed
 from fixmono.model.errors import UserError
 from fixmono.model.fix import Dep3, FileChange, Fix, Rewrite
@@ -204,6 +205,10 @@ class DiffTransform:
         self.description = f"the diff's {len(hunks)} hunk(s) to {path}"
 
     def rewrite(self, source: str) -> Rewrite:
+        """The hunks ported onto `source`, or what they gave on the same text before (remembered.py)."""
+        return remembered(diff_code(self.path, self.hunks), source, self._rewrite)
+
+    def _rewrite(self, source: str) -> Rewrite:
         python = self.engine == "python"
         scopes = errors = None
         if python:

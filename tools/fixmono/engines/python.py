@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import ast
 import functools
+import hashlib
+import re
 from importlib import metadata
 from typing import Callable
 
@@ -16,6 +18,7 @@ import libcst as cst
 from fixmono.model.errors import NotApplicable, TargetSyntaxError, TransformFailed
 from fixmono.engines.remembered import fingerprint, remembered
 from fixmono.model.fix import Rewrite
+from fixmono.model.patchfile import lines_of
 
 
 class SiteTransformer(cst.CSTTransformer):
@@ -31,6 +34,12 @@ class SiteTransformer(cst.CSTTransformer):
         self.added: list[str] = []  # names of changed sites, where a fix has several (for a partly fixed file)
         self.already: list[str] = []  # names of present sites, likewise
         self._scope: list[str] = []
+
+    # A regex every def/class the transformer reads or edits contains in its text
+    # (e.g. r"\bcompute_loss\b"); the defs and classes that do not are set aside
+    # before libcst parses the file (most of a cold `status`), a class that does
+    # keeps only its members that do. None: the whole module is parsed.
+    mentioning: str | None = None
 
     def change(self, site: str) -> None:
         """Count a site rewritten, by name."""
@@ -115,21 +124,89 @@ class PythonTransform:
         module = getattr(self._make, "__module__", None) or getattr(getattr(self._make, "func", None), "__module__", None)
         return remembered(fingerprint(module, __file__, libcst_version()), source, self._rewrite)
 
-    def _rewrite(self, source: str) -> Rewrite:
-        module = parse(source)
+    def _rewrite(self, source: str, prune: bool = True) -> Rewrite:
+        tree = check_syntax(source)
         transformer = self._make()
+        aside = SetAside(source, tree, transformer.mentioning) if prune and transformer.mentioning else None
+        text = aside.text if aside else source
         try:
-            new = module.visit(transformer)
+            new = parse_checked(text).visit(transformer).code
         except RecursionError:  # libcst visits recursively; ast allows deeper nesting
             raise TargetSyntaxError("Python expressions nested too deeply to transform") from None
         if transformer.problems:
             raise TransformFailed("; ".join(transformer.problems))
         if transformer.anchors == 0:
             raise NotApplicable(f"no {self.anchor}")
-        if transformer.changed == 0 and new.code != source:  # hot-fixes and reproducers run .source as it is
+        if transformer.changed == 0 and new != text:  # hot-fixes and reproducers run .source as it is
             raise TransformFailed("the transformation edited text at a site it did not count as changed")
-        return Rewrite(new.code, transformer.changed, transformer.present,
+        if aside:
+            new = aside.restore(new)
+            if new is None:  # the transformation moved or dropped a set-aside def: do it on the whole text
+                return self._rewrite(source, prune=False)
+        return Rewrite(new, transformer.changed, transformer.present,
                        tuple(transformer.added), tuple(transformer.already))
+
+
+def body_end(lines: list[str], start: int, stop: int) -> int:
+    """Where a def/class of lines[start:stop] ends for libcst: comment lines
+    after its last statement, indented deeper than it, are its block's too."""
+    depth = len(indent_of(lines[start]))
+    end = at = stop
+    while at < len(lines) and (not lines[at].strip() or lines[at].lstrip(" \t").startswith("#")):
+        if lines[at].strip() and len(indent_of(lines[at])) > depth:
+            end = at + 1
+        elif lines[at].strip():
+            break
+        at += 1
+    return end
+
+
+def indent_of(line: str) -> str:
+    return line[:len(line) - len(line.lstrip(" \t"))]
+
+
+class SetAside:
+    """A source whose defs/classes that do not mention `pattern` are each
+    replaced by a `pass` line naming them, at their indentation (a class that
+    does mention it keeps only its members that do): libcst parses, visits and
+    prints only the rest. restore() puts them back into the transformed text."""
+
+    def __init__(self, source: str, tree: ast.Module, pattern: str):
+        self.text, self.kept = source, {}
+        if re.search(r"\r(?!\n)", source):  # a lone CR ends a line for ast, not for lines_of: parse it all
+            return
+        lines, wanted, spans = lines_of(source), re.compile(pattern), []
+
+        def walk(body: list) -> None:
+            for node in body:
+                if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    continue
+                start = min([node.lineno] + [d.lineno for d in node.decorator_list])
+                if not wanted.search("".join(lines[start - 1:node.end_lineno])):
+                    spans.append((start - 1, body_end(lines, start - 1, node.end_lineno)))
+                elif isinstance(node, ast.ClassDef):
+                    walk(node.body)
+
+        walk(tree.body)
+        token = hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        out, at = [], 0
+        for n, (start, stop) in enumerate(spans):
+            first, last = lines[start], lines[stop - 1]
+            marker = f"{indent_of(first)}pass  # set aside {token}.{n}"
+            marker += last[len(last.rstrip("\r\n")):]
+            out += lines[at:start] + [marker]
+            self.kept[marker] = "".join(lines[start:stop])
+            at = stop
+        self.text = "".join(out + lines[at:])
+
+    def restore(self, text: str) -> str | None:
+        """`text` with every set-aside def back in its `pass` line's place; None
+        if a `pass` line is no longer there exactly once."""
+        for marker, original in self.kept.items():
+            if text.count(marker) != 1:
+                return None
+            text = text.replace(marker, original)
+        return text
 
 
 @functools.lru_cache(maxsize=1)
@@ -138,15 +215,24 @@ def libcst_version() -> str:
 
 
 def parse(source: str) -> cst.Module:
+    check_syntax(source)
+    return parse_checked(source)
+
+
+def check_syntax(source: str) -> ast.Module:
     # ast first: libcst's native parser crashes the process (segfault) on deeply
     # nested expressions, where ast raises an exception we can report.
     try:
-        ast.parse(source.removeprefix("\ufeff"))  # a UTF-8 BOM is fine in a file, not in a str
+        return ast.parse(source.removeprefix("\ufeff"))  # a UTF-8 BOM is fine in a file, not in a str
     except (SyntaxError, ValueError) as err:  # ValueError: NUL bytes (Python < 3.12)
         where = f" at line {err.lineno}" if getattr(err, "lineno", None) else ""
         raise TargetSyntaxError(f"Python syntax error{where}: {getattr(err, 'msg', err)}") from None
     except (RecursionError, MemoryError):
         raise TargetSyntaxError("Python expressions nested too deeply to parse") from None
+
+
+def parse_checked(source: str) -> cst.Module:
+    """libcst's tree of a source ast has parsed (check_syntax)."""
     try:
         return cst.parse_module(source)
     except cst.ParserSyntaxError as err:

@@ -43,6 +43,19 @@ def fingerprint(module: str | None, engine_file: str, parser_version: str) -> st
     return digest.hexdigest()
 
 
+def diff_code(path: str, hunks: tuple) -> str:
+    """The code a diff's port runs: its file path and hunks (a frozen dataclass's
+    repr is its content) and the port engine's source."""
+    engine = Path(__file__).with_name("port.py")
+    return hashlib.sha256(f"{FORMAT}\0{path}\0{hunks!r}\0".encode("utf-8", "surrogatepass")
+                          + engine_source(engine)).hexdigest()
+
+
+@functools.lru_cache(maxsize=None)
+def engine_source(path: Path) -> bytes:
+    return path.read_bytes()
+
+
 def enabled() -> bool:
     return os.environ.get("FIXMONO_REWRITE_CACHE", "").lower() not in ("off", "0", "no")
 

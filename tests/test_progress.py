@@ -1,0 +1,143 @@
+"""Long runs say where they are (output/progress.py): with stderr not a
+terminal, one line per finished step (`[n/N] step: verdict (s)`), on a terminal
+one redrawn line with a bar; stopped by Ctrl-C, the table of what finished
+comes before the last line. The commands are run in-process with their
+reproducers replaced by doubles (FakeReproducer: instant verdicts, and a
+Ctrl-C at a chosen step): the real reproducers take minutes."""
+import io
+import re
+
+import pytest
+
+from fixmono.analysis import behaviour, status
+from fixmono.cli import drift, make_patch
+from fixmono.cli import status as status_cli
+from fixmono.model.registry import discover
+from fixmono.output.progress import STEP_LINE, Progress
+from fixmono.testing import make_repo
+from tests.helpers import pytorch_files
+
+STEP = re.compile(r"^\[ *(\d+)/(\d+)\] (\S+)(?: @ \S+)?: (.+) \((\d+\.\d) s\)$")
+
+
+class Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def steps(err: str) -> list[tuple]:
+    return [m.groups() for line in err.splitlines() if (m := STEP.match(line))]
+
+
+def test_not_a_terminal_one_line_per_finished_step():
+    out = io.StringIO()
+    p = Progress(total=3, stream=out)
+    p("building the environment")  # a note: not a line in a log
+    p.finished("a", "reproduced", 1.25)
+    p.finished("b", "not-reproduced", 0.5)
+    assert out.getvalue() == "[1/3] a: reproduced (1.2 s)\n[2/3] b: not-reproduced (0.5 s)\n"
+    assert all(STEP_LINE.match(line) for line in out.getvalue().splitlines())
+    assert not STEP_LINE.match("make_patch: error: --out /x: cannot write there")
+
+
+def test_a_terminal_gets_one_redrawn_line_with_a_bar():
+    out = Terminal()
+    p = Progress(total=4, stream=out)
+    p("starting a")
+    p.finished("a", "reproduced", 2.0)
+    p.clear()
+    text = out.getvalue()
+    assert "\n" not in text and text.count("\r\033[K") == 3
+    assert "[#####---------------] [1/4] a: reproduced" in text
+
+
+def test_stopped_prints_what_finished_and_returns_the_last_line():
+    out = io.StringIO()
+    p = Progress(total=5, stream=out)
+    p.finished("first-fix", "reproduced", 3.0)
+    assert p.stopped("interrupted") == "interrupted"
+    assert out.getvalue().endswith("finished before it stopped (1 of 5):\n  first-fix  reproduced (3.0 s)\n")
+    empty = Progress(stream=io.StringIO())
+    assert empty.stopped() == "interrupted" and empty.table() == ""
+
+
+class FakeReproducer:
+    """still_needed.check's double: a verdict at once, Ctrl-C at call `stop_at`."""
+
+    def __init__(self, stop_at=None):
+        self.calls, self.stop_at = 0, stop_at
+
+    def __call__(self, fix, timeout, python=None, **kwargs):
+        self.calls += 1
+        if self.calls == self.stop_at:
+            raise KeyboardInterrupt
+        return {"status": "still-needed", "detail": f"double for {fix.id}"}
+
+
+def test_status_run_prints_a_line_per_reproducer(monkeypatch, capsys):
+    monkeypatch.setattr(status, "check", FakeReproducer())
+    assert status_cli.main(["status", "--run"]) == 0
+    err = capsys.readouterr().err
+    found = steps(err)
+    n = len(discover())
+    assert [int(s[0]) for s in found] == list(range(1, n + 1)) and {s[1] for s in found} == {str(n)}
+    assert [s[2] for s in found] == [f.id for f in discover()] and {s[3] for s in found} == {"still-needed"}
+
+
+def test_status_run_interrupted_prints_the_table_of_what_finished(monkeypatch, capsys):
+    monkeypatch.setattr(status, "check", FakeReproducer(stop_at=3))
+    assert status_cli.main(["status", "--run"]) == 130
+    err = capsys.readouterr().err.splitlines()
+    first, second = (f.id for f in discover()[:2])
+    assert err[-1].endswith(": interrupted")
+    table = err[err.index(f"finished before it stopped (2 of {len(discover())}):"):-1]
+    assert [row.split()[:2] for row in table[1:]] == [[first, "still-needed"], [second, "still-needed"]]
+
+
+def fake_run_one(stop_at=None):
+    calls = []
+
+    def run_one(fix, version, static, bases, timeout, pip_args, progress, fresh=False):
+        calls.append(fix.id)
+        if len(calls) == stop_at:
+            raise KeyboardInterrupt
+        return behaviour.Run(version, static, behaviour.REPRODUCED, "double", "", 0.1)
+    return run_one
+
+
+def test_drift_run_installed_prints_a_line_per_run_and_the_table_on_ctrl_c(monkeypatch, capsys):
+    monkeypatch.setattr(behaviour, "run_one", fake_run_one())
+    code = drift.main(["--run", "--installed"])
+    assert code in (0, 1)
+    err = capsys.readouterr().err
+    lines = steps(err)
+    assert lines and all(s[3] == "reproduced" for s in lines) and len(lines) == int(lines[0][1])
+    monkeypatch.setattr(behaviour, "run_one", fake_run_one(stop_at=2))
+    assert drift.main(["--run", "--installed"]) == 130
+    err = capsys.readouterr().err.splitlines()
+    assert err[-1] == "drift_matrix: interrupted; no report was written"
+    assert err[-3].startswith("finished before it stopped (1 of ") and "reproduced" in err[-2]
+
+
+def test_drift_run_matrix_reports_each_run_from_its_worker_threads():
+    fixes = [f for f in discover() if f.upstream == "transformers"][:2]
+    cells = {f.id: [type("Cell", (), {"version": v, "status": "applied"})() for v in ("5.0.0", "5.1.0", "5.2.0")]
+             for f in fixes}
+    out = io.StringIO()
+    progress = Progress(total=6, stream=out)
+    original = behaviour.run_one
+    behaviour.run_one = fake_run_one()
+    try:
+        behaviour.run_matrix(cells, fixes, [], 2, 10.0, [], progress)
+    finally:
+        behaviour.run_one = original
+    found = steps(out.getvalue())
+    assert sorted(int(s[0]) for s in found) == list(range(1, 7)) and len(out.getvalue().splitlines()) == 6
+
+
+def test_make_patch_all_prints_a_line_per_fix(tmp_path, capsys):
+    repo = make_repo(tmp_path / "pytorch", pytorch_files())
+    assert make_patch.main(["--all", "--upstream", str(repo), "--check"]) == 0
+    found = steps(capsys.readouterr().err)
+    pytorch = [f.id for f in discover() if f.upstream == "pytorch"]
+    assert [s[2] for s in found] == pytorch and found[-1][:2] == (str(len(pytorch)), str(len(pytorch)))
