@@ -58,7 +58,9 @@ def test_amd_gpus_are_the_kfd_nodes_with_simds(machine):
 
 
 @pytest.mark.parametrize("value, seen", [("", 0), ("0", 1), ("1,0", 2), ("0,1,2,3", 4), ("0,7,1", 1), ("-1", 0),
-                                         ("5", 0), ("GPU-8c1f2e3a", 1), (" 1 , 2 ", 2), ("a", 0)])
+                                         ("5", 0), ("GPU-8c1f2e3a", 1), (" 1 , 2 ", 2), ("a", 0), ("0,0", 0),
+                                         ("1abc,2", 2), ("\u00b2", 0), ("GPU-a,GPU-a", 0), ("GPU-a,1", 1),
+                                         ("0,1,2,3,0", 0)])
 def test_cuda_visible_devices_narrows_as_cuda_reads_it(machine, monkeypatch, value, seen):
     nvidia(machine, 4)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", value)
@@ -71,6 +73,21 @@ def test_rocm_honours_each_of_its_visibility_variables(machine, monkeypatch, nam
     amd(machine, [0, 304, 304, 304])
     monkeypatch.setenv(name, "2")
     assert gpus.count("rocm")[0] == 1
+
+
+@pytest.mark.parametrize("variables, seen, said", [
+    ({"HIP_VISIBLE_DEVICES": "0,1", "CUDA_VISIBLE_DEVICES": "0"}, 2, "HIP_VISIBLE_DEVICES"),  # HIP replaces CUDA
+    ({"ROCR_VISIBLE_DEVICES": "0,1", "CUDA_VISIBLE_DEVICES": "0"}, 2, "ROCR_VISIBLE_DEVICES"),
+    ({"ROCR_VISIBLE_DEVICES": "0", "HIP_VISIBLE_DEVICES": "0,1"}, 0, "torch refuses it"),
+    ({"ROCR_VISIBLE_DEVICES": "0,1", "HIP_VISIBLE_DEVICES": "4"}, 0, "ROCR_VISIBLE_DEVICES/HIP_VISIBLE_DEVICES"),
+    ({"ROCR_VISIBLE_DEVICES": "3,5", "HIP_VISIBLE_DEVICES": "1"}, 1, "ROCR_VISIBLE_DEVICES/HIP_VISIBLE_DEVICES"),
+])
+def test_rocm_reads_rocr_first_then_hip_among_those(machine, monkeypatch, variables, seen, said):
+    amd(machine, [0] + [304] * 8)
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    count, how = gpus.count("rocm")
+    assert count == seen and said in how
 
 
 class FakeEnv:

@@ -7,6 +7,7 @@ import dataclasses
 import json
 import sys
 import types
+from pathlib import Path
 
 import pytest
 
@@ -73,6 +74,17 @@ def test_a_diff_with_other_hunks_or_path_is_another_key():
     assert diff_code(path, hunks) == diff_code(path, tuple(hunks))
     assert diff_code(path, hunks) != diff_code(path + "x", hunks)
     assert diff_code(path, hunks) != diff_code(path, hunks[:-1] + (dataclasses.replace(hunks[-1], start=hunks[-1].start + 1),))
+
+
+def test_a_diffs_key_holds_every_source_the_port_reads_with():
+    """An edit of the C/C++ scopes, the diff's line splitting, tree-sitter or Python is another key."""
+    from fixmono.engines import remembered
+
+    engine_bytes = remembered.port_engine()
+    for name in ("engines/port.py", "engines/cpp.py", "model/patchfile.py"):
+        assert (Path(remembered.__file__).parents[1] / name).read_bytes() in engine_bytes, name
+    assert f"{sys.version_info[:2]}".encode() in engine_bytes
+    assert remembered.package_version("tree-sitter-cpp").encode() in engine_bytes
 
 
 def test_a_damaged_entry_is_computed_again(cache):

@@ -167,7 +167,30 @@ def sources():
     yield "lone CR", "def target():\r    value = 1\r    return value\rdef other():\r    return 2\r"
 
 
-SOURCES = list(sources())
+def edge_sources():
+    """Files whose line ends, indents and trailing lines decide what libcst does with added code (a review's
+    findings): each must give what the whole file gives."""
+    body = "def target():\n    value = 1\n    return value\n"
+    yield "first block indented 2", "def helper(x):\n  return x\n\n\n" + body
+    yield "first block indented by a tab", "def helper(x):\n\treturn x\n\n\n" + body
+    yield "first line CRLF, the rest LF", "def helper(x):\r\n    return x\n\n\n" + body
+    yield "a form feed before a member", "class Box:\n    size = 2\n\x0c    def other(self):\n        return 1\n\n" \
+                                         "    def target(self):\n        value = 1\n        return value\n"
+    yield "a form feed before a def", "import os\n\x0cdef helper():\n    return 1\n\n\n" + body
+    for name, tail in [("a comment shallower than the body", "  # c\n"),
+                       ("a margin comment, then a deeper one", "# margin\n    # deeper\n"),
+                       ("a whitespace-only line", "    \n"), ("a short whitespace-only line", "  \n"),
+                       ("blank, deeper, blank", "\n    # deeper\n\n"), ("deeper, then the margin", "    # d\n# m\n")]:
+        for after in ("", "\n\nx = 1\n", "\n\n" + body):
+            yield f"{name} after the last def{' + more' * bool(after)}", \
+                "import os\n\n\n" + body.replace("target", "first") + tail + after
+            yield f"{name} after a member{' + more' * bool(after)}", \
+                "class Box:\n    def first(self):\n        return 1\n" + tail.replace("\n    ", "\n        ") + \
+                "    def target(self):\n        return None\n" + after
+    yield "a one-line def then a comment", "import os\ndef one(): return 1\n    # deeper\n\n" + body
+
+
+SOURCES = list(sources()) + list(edge_sources())
 
 
 @pytest.mark.parametrize("make", TRANSFORMERS, ids=[t.__name__ for t in TRANSFORMERS])
@@ -177,6 +200,18 @@ def test_generated_sources_give_what_the_whole_file_gives(make):
               if outcome(transform, text, True) != outcome(transform, text, False)]
     assert not differ, differ[:5]
     assert len(SOURCES) > 300
+
+
+def test_a_set_aside_def_libcst_cannot_visit_is_no_longer_in_the_way():
+    """The one difference, on purpose: an expression nested deeper than libcst's visit can go, in a def the
+    transformation does not read, failed the whole file; set aside, the rest is transformed and that def comes
+    back byte for byte."""
+    deep = "def other():\n    return x" + ".a" * 1000 + "\n"
+    text = "def first():\n    return 1\n\n\n" + deep + "\n\ndef target():\n    value = 1\n    return None\n"
+    transform = engine.PythonTransform(RenameInTarget, "rename", "a site")
+    assert outcome(transform, text, False) == ("TargetSyntaxError", "Python expressions nested too deeply to transform")
+    result = outcome(transform, text, True)
+    assert result.changed == 1 and deep in result.source and "fixed = True" in result.source
 
 
 def test_generated_sources_are_set_aside_where_they_can_be():

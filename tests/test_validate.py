@@ -3,6 +3,7 @@ text. For every fix (from discovery), on its declared fixtures: the check
 passes on the transformation's output and rejects the unfixed text (what a
 transformation that edits nothing useful leaves); through make_patch, a wrong
 transformation output becomes `failed` with the check's reason, and exit 1."""
+import dataclasses
 import json
 
 import pytest
@@ -75,3 +76,20 @@ def test_validate_passes_the_real_transformations(tmp_path):
     assert run.returncode == 0, run.stderr
     statuses = {r["fix"]: r["status"] for r in json.loads(run.stdout)["runs"][0]["results"]}
     assert set(statuses.values()) == {"applied"}, statuses
+    report = json.loads(run.stdout)["runs"][0]
+    assert report["validated"] == {"passed": len(statuses), "failed": 0, "no check": 0}
+    assert all("validated: " in r["detail"] for r in report["results"])  # each says its check ran
+    text = make_patch("--all", "--upstream", str(repo), "--check", "--validate").stdout
+    assert f"--validate: {len(statuses)} fix(es) that applied were checked: {len(statuses)} passed their check, " \
+           "0 failed it, 0 declare none" in text
+    assert "--validate:" not in make_patch("--all", "--upstream", str(repo), "--check").stdout
+
+
+def test_validate_says_so_where_a_fix_declares_no_check(tmp_path, monkeypatch, capsys):
+    fix = next(f for f in discover() if f.upstream == "pytorch" and f.validate)
+    repo = make_repo(tmp_path / "pytorch", catalogue_tree("pytorch"))
+    monkeypatch.setattr(cli, "discover", lambda: [dataclasses.replace(fix, validate=None)])
+    assert cli.main([fix.id, "--upstream", str(repo), "--check", "--validate", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)["runs"][0]
+    assert report["validated"] == {"passed": 0, "failed": 0, "no check": 1}
+    assert report["results"][0]["detail"].endswith("; not validated: this fix declares no check")

@@ -202,7 +202,13 @@ def catalogue_tree(project: str) -> dict[str, str]:
             texts.append("\n\n".join(texts))
         usable = [t for t in texts if all(apply_change(c, t).status is Status.APPLIED for _, c in pairs)]
         if not usable:
-            raise AssertionError(f"{path}: no fixture of {[f.id for f, _ in pairs]} lets all of them apply")
+            joined = texts[-1]
+            refused = "; ".join(f"{f.id}: {apply_change(c, joined).detail}" for f, c in pairs
+                                if apply_change(c, joined).status is not Status.APPLIED)
+            raise AssertionError(
+                f"{path}: no fixture of {[f.id for f, _ in pairs]} lets all of them apply; on "
+                f"{'their fixtures joined' if path.endswith('.py') else 'the last of them'}: {refused}. Each fixture should hold only the code its own fix reads, so that the "
+                "joined file keeps every fix's site count (docs/adding-a-fix.md, 'Two fixes on one file')")
         tree[path] = usable[0]
     return tree
 

@@ -39,13 +39,20 @@ def run(source: Source, fixes: list[Fix], validate: bool = False, progress=lambd
                 outcome = revert_through_git(source, outcome, patched)
             elif outcome.status is Status.ALREADY_APPLIED:
                 outcome = confirm_reverted(source, outcome)
-        if outcome.status is Status.APPLIED and validate and fix.validate:
+        if outcome.status is Status.APPLIED and validate and not fix.validate:
+            outcome = dataclasses.replace(outcome, validation="no check",
+                                          detail=f"{outcome.detail}; not validated: this fix declares no check")
+        elif outcome.status is Status.APPLIED and validate:
             before = {path: read(path).decode("utf-8") for path in outcome.new_files if read(path) is not None}
             problem = fix.validate(before, outcome.new_files)
             if isinstance(problem, ValidationNote):
-                outcome = dataclasses.replace(outcome, detail=f"{outcome.detail}; validated: {problem}")
+                outcome = dataclasses.replace(outcome, detail=f"{outcome.detail}; validated: {problem}",
+                                              validation="passed")
             elif problem:
-                outcome = FixOutcome(fix, Status.FAILED, f"validation: {problem}", outcome.files)
+                outcome = FixOutcome(fix, Status.FAILED, f"validation: {problem}", outcome.files, validation="failed")
+            else:
+                outcome = dataclasses.replace(outcome, detail=f"{outcome.detail}; validated: its check passed",
+                                              validation="passed")
         if outcome.status is Status.APPLIED:
             patched.update(outcome.new_files)
             if any("\r\n" in (text or "") for text in outcome.new_files.values()):

@@ -47,6 +47,7 @@ class Imported:
     fix_id: str
     files: int
     hunks: int
+    kind: str = "Python, imported"  # the top README's "kind" column
 
 
 def parse_args(argv: list[str]):
@@ -203,7 +204,9 @@ def plan(args) -> list[tuple[Path, dict[str, str | bytes], Imported]]:
             raise UserError(f"{name}: {found[0]}; nothing was written")
         files = {PATCH: data, "fix.py": fix_py(patch, fix_id, project, name), "README.md": readme(patch, fix),
                  "BUILD.bazel": BUILD, "__init__.py": ""}
-        out.append((folder, files, Imported(folder, fix_id, len(fix.changes), sum(c.sites for c in fix.changes))))
+        kind = "Python, imported" if all(c.path.endswith((".py", ".pyi")) for c in fix.changes) else "imported"
+        out.append((folder, files, Imported(folder, fix_id, len(fix.changes), sum(c.sites for c in fix.changes),
+                                            kind)))
     return out
 
 
@@ -221,6 +224,7 @@ def write(root: Path, folder: Path, files: dict[str, str | bytes]) -> None:
     try:
         staging.mkdir(parents=True)
         for name, content in files.items():
+            (staging / name).parent.mkdir(parents=True, exist_ok=True)
             (staging / name).write_bytes(content if isinstance(content, bytes) else content.encode())
         staging.rename(target)
     finally:
@@ -228,6 +232,26 @@ def write(root: Path, folder: Path, files: dict[str, str | bytes]) -> None:
 
 
 BUILD = 'load("//tools:defs.bzl", "fix_module")\n\nfix_module()\n'
+README_TABLE = "| fix | upstream, releases hit | kind | README |\n|---|---|---|---|\n"
+
+
+def add_readme_row(root: Path, fix_id: str, folder: Path, kind: str) -> bool:
+    """The new fix's row at the end of the top README's table of fixes (tests/test_docs.py checks every
+    folder has one), its release column to fill in; False where `root` has no such table."""
+    readme = root / "README.md"
+    try:
+        text = readme.read_text(encoding="utf-8")
+    except OSError:
+        return False
+    if README_TABLE not in text:
+        return False
+    start = text.index(README_TABLE) + len(README_TABLE)
+    end = start
+    while text.startswith("|", end):
+        end = text.index("\n", end) + 1
+    row = f"| {fix_id} | (fill in: upstream file, releases hit, issue) | {kind} | [README]({folder.as_posix()}/README.md) |\n"
+    readme.write_text(text[:end] + row + text[end:], encoding="utf-8")
+    return True
 
 
 def fix_py(patch: PatchFile, fix_id: str, project: str, source: str) -> str:
@@ -271,8 +295,9 @@ Fix id: `{fix.id}` · imported with `fixmono import` · origin: {origin}
 def work(args):
     root = Path(args.into)
     planned = plan(args)
-    for folder, files, _ in planned:
+    for folder, files, made in planned:
         write(root, folder, files)
+        add_readme_row(root, made.fix_id, folder, made.kind)
     return {"imported": [{"folder": str(m.folder), "fix": m.fix_id, "files": m.files, "hunks": m.hunks}
                          for _, _, m in planned]}, 0
 

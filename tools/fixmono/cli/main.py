@@ -7,6 +7,7 @@ subcommand per tool (the repository's tools/* launchers run the same mains).
     fixmono patch-env [--python PATH] FIX...|--all [--check] | --undo [FIX...]
     fixmono drift [--fix ID] [--versions PROJECT=V1,V2] | --git CHECKOUT --fix ID
     fixmono import PATCH... | --series DIR | --from URL | --from-commit CHECKOUT@REV
+    fixmono new PROJECT NAME --target PATH --function QUALNAME
     fixmono compare-weights A B
     fixmono report --html DIR [REPORT.json]
 """
@@ -24,6 +25,7 @@ COMMANDS = {  # subcommand -> (module, what it does)
     "patch-env": ("fixmono.cli.patch_env", "apply fixes to an environment's installed files in place, or --undo"),
     "drift": ("fixmono.cli.drift", "the fixes over published versions, or one fix over git history"),
     "import": ("fixmono.cli.import_patch", "make fix folders of the patch files a team carries (ported by syntax)"),
+    "new": ("fixmono.cli.new_fix", "the folder of a hand-written fix: a working example to edit, green at once"),
     "compare-weights": ("fixmono.cli.compare_weights", "two safetensors checkpoints, tensor by tensor"),
     "report": ("fixmono.cli.report", "a saved drift run (--json) as a static HTML site"),
 }

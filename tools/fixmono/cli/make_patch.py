@@ -180,6 +180,8 @@ def report(args: argparse.Namespace, job: publish.Job, written: bool) -> dict:
         "upstream": upstream.label, "project": upstream.project.name, "base": upstream.head,
         "out": job.shown_out, "written": written, "wheel": wheel_read(upstream),
         "branch": args.branch if job.branch_tip else None, "branch_tip": job.branch_tip,
+        "validated": {kind: sum(o.validation == kind for o in job.outcomes) for kind in ("passed", "failed", "no check")}
+        if args.validate else None,
         "results": [result(o.fix, o.status, o.detail,
                            next(names) if o.status is Status.APPLIED and job.patches else None)
                     for o in job.outcomes]}
@@ -235,6 +237,11 @@ def render_runs(report: dict) -> str:
         lines += table(("FIX", "STATUS", "DETAIL"), rows, indent="  ", min_widths=(0, 15))
         if not rows:
             lines.append("  (no fixes for this upstream)")
+        if each.get("validated"):
+            counts = each["validated"]
+            lines.append(f"  --validate: {sum(counts.values())} fix(es) that applied were checked: {counts['passed']} passed their "
+                         f"check, {counts['failed']} failed it, {counts['no check']} declare none"
+                         " (already-applied and not-applicable fixes have nothing to check)")
         if each.get("out") and each["written"]:
             count = sum(1 for r in each["results"] if r["patch"])
             lines.append(f"  wrote {count} patch(es) and series to {each['out']}")

@@ -282,7 +282,7 @@ class CppTransform:
         if plan.problems:
             raise TransformFailed("; ".join(plan.problems))
         if plan.anchors == 0:
-            raise NotApplicable(f"no {self.anchor}")
+            raise NotApplicable(f"not found: {self.anchor}")
         labels = {"added": tuple(plan.added), "already": tuple(plan.already)}
         if not plan.edits:
             return Rewrite(source, plan.changed, plan.present, **labels)

@@ -9,7 +9,9 @@ from __future__ import annotations
 import ast
 import functools
 import hashlib
+import io
 import re
+import tokenize
 from importlib import metadata
 from typing import Callable
 
@@ -128,6 +130,7 @@ class PythonTransform:
         tree = check_syntax(source)
         transformer = self._make()
         aside = SetAside(source, tree, transformer.mentioning) if prune and transformer.mentioning else None
+        aside = aside if aside and aside.kept else None
         text = aside.text if aside else source
         try:
             new = parse_checked(text).visit(transformer).code
@@ -136,7 +139,7 @@ class PythonTransform:
         if transformer.problems:
             raise TransformFailed("; ".join(transformer.problems))
         if transformer.anchors == 0:
-            raise NotApplicable(f"no {self.anchor}")
+            raise NotApplicable(f"not found: {self.anchor}")
         if transformer.changed == 0 and new != text:  # hot-fixes and reproducers run .source as it is
             raise TransformFailed("the transformation edited text at a site it did not count as changed")
         if aside:
@@ -147,22 +150,36 @@ class PythonTransform:
                        tuple(transformer.added), tuple(transformer.already))
 
 
-def body_end(lines: list[str], start: int, stop: int) -> int:
-    """Where a def/class of lines[start:stop] ends for libcst: comment lines
-    after its last statement, indented deeper than it, are its block's too."""
-    depth = len(indent_of(lines[start]))
+def body_end(lines: list[str], node: ast.stmt, start: int, stop: int) -> int:
+    """Where a def/class of lines[start:stop] ends for libcst: its block's footer
+    runs to the last comment or whitespace line after it that is indented at
+    least as its body (the lines before that one too, a margin comment included)."""
+    first = node.body[0]
+    line = lines[first.lineno - 1]
+    body = line[:first.col_offset]
+    if body.strip() or first.lineno - 1 < start:  # `def f(): return 1`: a suite on its own line, no footer
+        return stop
     end = at = stop
     while at < len(lines) and (not lines[at].strip() or lines[at].lstrip(" \t").startswith("#")):
-        if lines[at].strip() and len(indent_of(lines[at])) > depth:
+        if lines[at].rstrip("\r\n").startswith(body) and (lines[at].strip() or len(lines[at].rstrip("\r\n")) >= len(body)):
             end = at + 1
-        elif lines[at].strip():
-            break
         at += 1
     return end
 
 
 def indent_of(line: str) -> str:
     return line[:len(line) - len(line.lstrip(" \t"))]
+
+
+def first_indented_line(source: str) -> int:
+    """The 0-based line of the file's first INDENT token (-1: none)."""
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(source).readline):
+            if token.type == tokenize.INDENT:
+                return token.start[0] - 1
+    except (tokenize.TokenError, SyntaxError):
+        return 0  # cannot tell: keep the first def (a file ast parsed tokenizes; this is a guard)
+    return -1
 
 
 class SetAside:
@@ -173,17 +190,24 @@ class SetAside:
 
     def __init__(self, source: str, tree: ast.Module, pattern: str):
         self.text, self.kept = source, {}
-        if re.search(r"\r(?!\n)", source):  # a lone CR ends a line for ast, not for lines_of: parse it all
+        # a lone CR ends a line for ast, not for lines_of; a form feed in an indentation resets it for
+        # Python, not for our `pass` line (and libcst drops it when it prints): parse those files whole
+        if re.search(r"\r(?!\n)", source) or re.search(r"^[ \t]*\f", source, re.M):
             return
         lines, wanted, spans = lines_of(source), re.compile(pattern), []
+        # libcst takes its default indent and newline, used for the blocks and lines a transformation
+        # adds, from the file's first indented line and first line end: those stay in the text
+        first_block = first_indented_line(source)
 
         def walk(body: list) -> None:
             for node in body:
                 if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                     continue
                 start = min([node.lineno] + [d.lineno for d in node.decorator_list])
-                if not wanted.search("".join(lines[start - 1:node.end_lineno])):
-                    spans.append((start - 1, body_end(lines, start - 1, node.end_lineno)))
+                stop = body_end(lines, node, start - 1, node.end_lineno)
+                holds_defaults = start - 1 <= first_block < stop or start == 1
+                if not wanted.search("".join(lines[start - 1:node.end_lineno])) and not holds_defaults:
+                    spans.append((start - 1, stop))
                 elif isinstance(node, ast.ClassDef):
                     walk(node.body)
 

@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import sys
+from importlib import metadata
 from pathlib import Path
 from typing import Callable
 
@@ -36,7 +37,7 @@ def fingerprint(module: str | None, engine_file: str, parser_version: str) -> st
     where = getattr(sys.modules.get(module or ""), "__file__", None)
     if not where:
         return None
-    digest = hashlib.sha256(f"{FORMAT}\0{parser_version}\0".encode())
+    digest = hashlib.sha256(f"{FORMAT}\0{parser_version}\0{sys.version_info[:2]}\0".encode())
     folder = Path(where).parent
     for path in sorted(folder.glob("*.py")) + [Path(engine_file)]:
         digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
@@ -45,15 +46,26 @@ def fingerprint(module: str | None, engine_file: str, parser_version: str) -> st
 
 def diff_code(path: str, hunks: tuple) -> str:
     """The code a diff's port runs: its file path and hunks (a frozen dataclass's
-    repr is its content) and the port engine's source."""
-    engine = Path(__file__).with_name("port.py")
+    repr is its content), the port engine's source and what it reads with (the
+    C/C++ scopes, the diff's line splitting, tree-sitter's grammar, Python's ast)."""
     return hashlib.sha256(f"{FORMAT}\0{path}\0{hunks!r}\0".encode("utf-8", "surrogatepass")
-                          + engine_source(engine)).hexdigest()
+                          + port_engine()).hexdigest()
 
 
-@functools.lru_cache(maxsize=None)
-def engine_source(path: Path) -> bytes:
-    return path.read_bytes()
+@functools.lru_cache(maxsize=1)
+def port_engine() -> bytes:
+    here = Path(__file__).parent
+    sources = [here / "port.py", here / "cpp.py", here.parent / "model" / "patchfile.py"]
+    return b"\0".join([path.read_bytes() for path in sources]
+                       + [f"{package_version('tree-sitter')} {package_version('tree-sitter-cpp')} "
+                          f"{sys.version_info[:2]}".encode()])
+
+
+def package_version(name: str) -> str:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "absent"
 
 
 def enabled() -> bool:

@@ -1,0 +1,164 @@
+"""A newcomer's fix from nothing to green in one pass (docs/adding-a-fix.md):
+`fixmono new` writes the folder of a working example fix into a copy of the
+tree (the folder and its README row, nothing else), and the checks a fix must
+pass take it as it is: its inline cases, the catalogue and property tests,
+the README table test. Bad input is one line and nothing written. Also:
+tools/fix_targets.py (what tools/check_fix runs) and the message that says
+how to make two fixes' fixtures share one file."""
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fixmono import testing
+from fixmono.model.fix import FileChange, Fixture, Rewrite
+from tests.helpers import copy_tree
+
+ROOT = Path(__file__).resolve().parents[1]
+FOLDER = Path("fixes/pytorch/scaffold_example")
+FIX_ID = "pytorch-scaffold-example"
+
+
+def digests(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file() and "__pycache__" not in p.parts}
+
+
+def run(copy: Path, *argv: str, **extra_env: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": f"{copy / 'tools'}{os.pathsep}{copy}", "PYTHONDONTWRITEBYTECODE": "1",
+           **extra_env}
+    env.pop("XML_OUTPUT_FILE", None)  # the inner pytest must not overwrite Bazel's report
+    return subprocess.run([sys.executable, *argv], cwd=copy, env=env, capture_output=True, text=True)
+
+
+@pytest.fixture(scope="module")
+def copy(tmp_path_factory) -> Path:
+    root = copy_tree(tmp_path_factory.mktemp("tree") / "repo")
+    before = digests(root)
+    made = run(root, "-m", "fixmono", "new", "pytorch", "scaffold_example", "--target", "torch/_scaffold.py",
+               "--function", "Box.fill")
+    assert made.returncode == 0, made.stderr
+    assert f"tools/check_fix {FIX_ID}" in made.stdout
+    after = digests(root)
+    changed = {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
+    assert changed == {"README.md"} | {str(FOLDER / n) for n in ("__init__.py", "BUILD.bazel", "fix.py",
+                                                                   "transform.py", "README.md",
+                                                                   "fixtures/_scaffold.py")}
+    return root
+
+
+def test_its_row_is_in_the_readme_table(copy):
+    rows = [line for line in (copy / "README.md").read_text().splitlines() if line.startswith(f"| {FIX_ID} |")]
+    assert rows == [f"| {FIX_ID} | (fill in: upstream file, releases hit, issue) | Python | "
+                    f"[README]({FOLDER.as_posix()}/README.md) |"]
+    proc = run(copy, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_docs.py", "-k", "fix_table")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_its_cases_pass_as_written(copy):
+    proc = run(copy, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tools/fix_cases_test.py",
+               FIX_PACKAGE="fixmono.fixes.pytorch.scaffold_example")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "5 passed" in proc.stdout  # its three cases, the declares-cases and the distinct-cases checks
+
+
+def test_the_catalogue_and_property_tests_take_it(copy):
+    proc = run(copy, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA", "tests/test_catalogue.py",
+               "tests/test_properties.py", "tests/test_registry.py", "-k", "pytorch or scaffold")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"PASSED tests/test_properties.py::test_reformatted_target_gives_a_correct_edit_or_a_reason[{FIX_ID}" \
+           in proc.stdout
+
+
+def test_its_example_edit_is_what_the_docs_say(copy, tmp_path):
+    fixture = (copy / FOLDER / "fixtures/_scaffold.py").read_text()
+    proc = run(copy, "-c", "import sys; from fixmono.model.registry import load; from fixmono.apply.contract import "
+                           "apply_change; fix = load('fixmono.fixes.pytorch.scaffold_example'); "
+                           "print(apply_change(fix.changes[0], sys.stdin.read()).new_text)", )
+    proc = subprocess.run(proc.args, input=fixture, capture_output=True, text=True, cwd=copy,
+                          env={**os.environ, "PYTHONPATH": f"{copy / 'tools'}{os.pathsep}{copy}"})
+    assert proc.returncode == 0, proc.stderr
+    assert "class Box:\n    def fill(self, x):\n        y = x + 1\n        return 0.0\n" in proc.stdout
+    assert proc.stdout.count("return None") == 1  # other() is not Box.fill
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["nosuch", "x", "--target", "a.py", "--function", "f"], "unknown project 'nosuch'"),
+    (["pytorch", "Bad-Name", "--target", "a.py", "--function", "f"], "lower case, digits and _"),
+    (["pytorch", "x", "--target", "a.cpp", "--function", "f"], "Python transformations"),
+    (["pytorch", "x", "--target", "/etc/a.py", "--function", "f"], "a path inside the upstream repository"),
+    (["pytorch", "x", "--target", "../a.py", "--function", "f"], "a path inside the upstream repository"),
+    (["pytorch", "x", "--target", "a.py", "--function", "1f"], "a function's name, or Class.method"),
+    (["pytorch", "scan_closure_grad", "--target", "a.py", "--function", "f"], "already there"),
+    (["pytorch", "x", "--target", "a.py"], "--function"),
+    (["pytorch", "x", "--target", "a.py", "--function", "f", "--into", "/tmp"], "not a checkout of this repository"),
+])
+def test_bad_input_is_one_line_and_nothing_written(argv, message):
+    before = digests(ROOT / "fixes")
+    proc = subprocess.run([sys.executable, "-m", "fixmono", "new", *argv], capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT / "tools")})
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and message in proc.stderr, proc.stderr
+    assert proc.stderr.startswith("fixmono new: error: ") and digests(ROOT / "fixes") == before
+
+
+def test_check_fix_runs_the_folder_and_every_test_that_loops_over_the_catalogue():
+    proc = subprocess.run([sys.executable, str(ROOT / "tools/fix_targets.py"), "transformers-moe-aux-loss-world-size"],
+                          capture_output=True, text=True)
+    targets = proc.stdout.split()
+    assert targets[0] == "//fixes/transformers/moe_aux_loss_world_size/..."
+    assert {"//tests:test_catalogue", "//tests:test_properties", "//tests:test_registry", "//tests:test_docs",
+            "//tests:test_set_aside", "//tests:test_remembered"} <= set(targets)
+    assert "//tests:test_gpus" not in targets  # it reads no fix
+    unknown = subprocess.run([sys.executable, str(ROOT / "tools/fix_targets.py"), "no-such-fix"],
+                             capture_output=True, text=True)
+    assert unknown.returncode == 2 and "unknown fix id 'no-such-fix'" in unknown.stderr
+
+
+class CountMarker:
+    """A transform double: one site where its marker stands, fixed where the marker is followed by '!'."""
+    description = "mark"
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def rewrite(self, text):
+        changed = text.count(self.marker + "\n")
+        return Rewrite(text.replace(self.marker + "\n", self.marker + "!\n"), changed, text.count(self.marker + "!"))
+
+
+class StubFix:
+    def __init__(self, fix_id, change, text):
+        self.id, self.upstream, self.changes, self.text = fix_id, "pytorch", (change,), text
+
+    def fixture_text(self, change):
+        return self.text
+
+
+def test_two_fixes_on_one_file_whose_fixtures_clash_are_told_how(monkeypatch):
+    """Each fixture holds the other's marker too: joined, each fix finds two sites where it declares one."""
+    a = StubFix("fix-a", FileChange("torch/shared.py", CountMarker("# A"), sites=1, fixture=Fixture("x")),
+                "# A\n# B!\n# B!\n")
+    b = StubFix("fix-b", FileChange("torch/shared.py", CountMarker("# B"), sites=1, fixture=Fixture("x")),
+                "# B\n# A!\n# A!\n")
+    monkeypatch.setattr(testing, "discover", lambda: [a, b])
+    with pytest.raises(AssertionError) as err:
+        testing.catalogue_tree("pytorch")
+    message = str(err.value)
+    assert "no fixture of ['fix-a', 'fix-b'] lets all of them apply; on their fixtures joined: fix-a: " in message
+    assert "match contract expects 1 site(s)" in message and "'Two fixes on one file'" in message
+
+
+def test_a_module_level_function_scaffolds_green_too(tmp_path):
+    root = copy_tree(tmp_path / "repo")
+    made = run(root, "-m", "fixmono", "new", "transformers", "plain_example", "--target",
+               "src/transformers/plain.py", "--function", "fill_value")
+    assert made.returncode == 0, made.stderr
+    proc = run(root, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tools/fix_cases_test.py",
+               FIX_PACKAGE="fixmono.fixes.transformers.plain_example")
+    assert proc.returncode == 0 and "5 passed" in proc.stdout, proc.stdout + proc.stderr
+    again = run(root, "-m", "fixmono", "new", "transformers", "plain_example", "--target",
+                "src/transformers/plain.py", "--function", "fill_value")
+    assert again.returncode == 2 and "already there" in again.stderr

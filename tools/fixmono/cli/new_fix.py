@@ -1,0 +1,191 @@
+"""`fixmono new PROJECT NAME --target PATH --function QUALNAME`: the folder of
+a hand-written fix, green from the first run: a working example transformation
+of the named function (its `return None` becomes `return 0.0`), a fixture
+shaped like the target, applied / already-applied / not-applicable cases, a
+README skeleton, BUILD.bazel, and the fix's row in the top README's table.
+Replace the example's edit with the fix's own (docs/adding-a-fix.md); then
+`tools/check_fix ID` runs every check a fix must pass.
+
+Exit codes: 0 written; 2 bad input (one line, nothing written)."""
+from __future__ import annotations
+
+import argparse
+import datetime
+import re
+from pathlib import Path
+
+from fixmono.cli.early import exit_quietly
+from fixmono.cli.guard import ArgumentParser, run_command
+from fixmono.cli.import_patch import BUILD, add_readme_row, taken_ids, write
+from fixmono.model.errors import UserError
+from fixmono.model.projects import PROJECTS
+
+NAME = re.compile(r"[a-z][a-z0-9_]*")
+QUALNAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = ArgumentParser(prog="fixmono new", description=__doc__.split("\n\n")[0])
+    p.add_argument("project", help=f"the upstream project ({', '.join(sorted(PROJECTS))})")
+    p.add_argument("name", help="the folder's name, snake_case: fixes/<project>/<name>/")
+    p.add_argument("--target", required=True, metavar="PATH",
+                   help="the upstream file the fix edits, as the repository names it (torch/_foo.py)")
+    p.add_argument("--function", required=True, metavar="QUALNAME",
+                   help="the function it edits: name, or Class.method")
+    p.add_argument("--into", default=".", metavar="DIR", help="the checkout of this repository (default: .)")
+    p.add_argument("--json", action="store_true")
+    args = p.parse_args(argv)
+    if args.project not in PROJECTS:
+        raise UserError(f"unknown project {args.project!r} (known: {', '.join(sorted(PROJECTS))})")
+    if not NAME.fullmatch(args.name):
+        raise UserError(f"{args.name!r}: the name is a folder and a module: lower case, digits and _")
+    if not QUALNAME.fullmatch(args.function):
+        raise UserError(f"--function {args.function!r}: a function's name, or Class.method")
+    if not args.target.endswith(".py"):
+        raise UserError(f"--target {args.target}: the scaffold writes Python transformations (C++: subclass "
+                        "CppTransform, docs/adding-a-fix.md)")
+    if Path(args.target).is_absolute() or ".." in Path(args.target).parts:
+        raise UserError(f"--target {args.target}: a path inside the upstream repository, as git names it")
+    root = Path(args.into)
+    if not (root / "fixes").is_dir() or not (root / "tools" / "fixmono").is_dir():
+        raise UserError(f"--into {args.into}: not a checkout of this repository (no fixes/ and tools/fixmono/)")
+    args.folder = Path("fixes") / args.project.replace("-", "_") / args.name
+    args.fix_id = f"{args.project}-{args.name.replace('_', '-')}"
+    if (root / args.folder).exists():
+        raise UserError(f"{args.folder}: already there; nothing was written")
+    if args.fix_id in taken_ids(root):
+        raise UserError(f"{args.fix_id}: a fix of the catalogue has that id; nothing was written")
+    return args
+
+
+def snippet(qualname: str, body: list[str]) -> str:
+    """`body` as the body of `qualname`: the names before the last are classes."""
+    *classes, function = qualname.split(".")
+    lines = [f"{'    ' * n}class {name}:" for n, name in enumerate(classes)]
+    depth = len(classes)
+    lines.append(f"{'    ' * depth}def {function}({'self, ' if classes else ''}x):")
+    lines += [f"{'    ' * (depth + 1)}{line}" for line in body]
+    return "\n".join(lines) + "\n"
+
+
+def files(args) -> dict[str, str]:
+    function, last = args.function, args.function.split(".")[-1]
+    camel = "".join(part.title() for part in args.name.split("_"))
+    fixture = Path(args.target).name
+    before, after = snippet(function, ["y = x + 1", "return None"]), snippet(function, ["y = x + 1", "return 0.0"])
+    other = "\n\ndef other():\n    return None\n"
+    today = datetime.date.today().isoformat()
+    transform = f'''"""TODO: what the fix changes, in one line.
+
+Scaffolded by `fixmono new`: an example that makes {function} return 0.0
+instead of None. Replace OLD/NEW and plan() with the fix's own change; the
+helpers are in fixmono.engines.python (docs/adding-a-fix.md shows each).
+"""
+import libcst as cst
+
+from fixmono.engines.python import LinePlanTransformer, PythonTransform, code, find_all
+
+FUNCTION = "{function}"
+OLD, NEW = "return None", "return 0.0"  # the example's edit: one statement line of FUNCTION, as text
+
+
+class {camel}(LinePlanTransformer):
+    # every def/class this transformer reads names it: libcst parses only those (the rest is set aside)
+    mentioning = rf"\\b{last}\\b"
+
+    def targets(self, qualname: str) -> bool:
+        return qualname == FUNCTION
+
+    def plan(self, function: cst.FunctionDef) -> dict:
+        """Count the site (change / found / problems) and say which lines to replace."""
+        self.anchors += 1
+        lines = [line for line in find_all(function.body, cst.SimpleStatementLine)
+                 if code(line).strip() in (OLD, NEW)]
+        texts = [code(line).strip() for line in lines]
+        if texts == [NEW]:
+            self.found(FUNCTION)
+            return {{}}
+        if texts != [OLD]:
+            self.problems.append(f"{{FUNCTION}}: expected one `{{OLD}}`, found {{texts or 'none'}}")
+            return {{}}
+        self.change(FUNCTION)
+        # a callable gets the updated line: its comments and blank lines above stay
+        return {{lines[0]: lambda line: line.with_changes(body=cst.parse_statement(NEW + "\\n").body)}}
+
+
+TRANSFORM = PythonTransform({camel}, description="TODO: the edit, in a few words", anchor=f"function {{FUNCTION}}")
+'''
+    fix_py = f'''"""TODO: the bug in one line (the fix's README says the rest)."""
+from fixmono.model import Case, Dep3, FileChange, Fix, Fixture
+
+from .transform import TRANSFORM
+
+TARGET = "{args.target}"
+
+FIX = Fix(
+    id="{args.fix_id}",
+    title="TODO: the bug, in one line",
+    upstream="{args.project}",
+    description="TODO: the symptom and the mechanism, in two sentences.",
+    dep3=Dep3(origin="vendor", last_update="{today}"),  # origin: upstream, backport or vendor
+    backends=("cuda", "rocm", "cpu"),  # the ones the bug hits
+    changes=(FileChange(TARGET, TRANSFORM, sites=1,
+                        fixture=Fixture("fixtures/{fixture}", mutate=("{function}",), edit="replace")),),
+    cases=(
+        Case("the example's edit", path=TARGET, before={before!r},
+             after={after!r}),
+        Case("already fixed", path=TARGET, before={after!r},
+             expect="already-applied"),
+        Case("no {last} here", path=TARGET, before="def other():\\n    return None\\n", expect="not-applicable"),
+    ),
+)
+'''
+    readme = f"""# TODO: the bug, in one line
+
+Fix id: `{args.fix_id}` · scaffolded with `fixmono new` · target: `{args.target}`, `{function}`
+
+## Symptom
+(fill in: what a user sees, on which backends and releases)
+
+## Mechanism
+(fill in)
+
+## The fix
+(fill in: what transform.py changes, and why that way)
+
+## Reproduce
+(fill in: `python -m fixmono.fixes.{args.project.replace('-', '_')}.{args.name}.repro`, exit 1 reproduced, 0 not,
+77 cannot run here)
+
+## Upstream status
+(fill in: the issue, the pull request, the first release that has it)
+
+## Versions
+`fixmono drift --fix {args.fix_id}` gives the status on every published release.
+"""
+    return {"__init__.py": "", "BUILD.bazel": BUILD, "transform.py": transform, "fix.py": fix_py,
+            "README.md": readme, f"fixtures/{fixture}": f"# shaped like upstream's {args.target}: written by us\n\n\n"
+                                                          + before + other}
+
+
+def work(args):
+    root = Path(args.into)
+    written = files(args)
+    write(root, args.folder, written)
+    row = add_readme_row(root, args.fix_id, args.folder, "Python")
+    return {"folder": str(args.folder), "fix": args.fix_id, "files": sorted(written), "readme_row": row}, 0
+
+
+def render(made: dict, args) -> str:
+    return (f"{made['folder']}/: {made['fix']}, a working example on its own fixture "
+            f"({', '.join(made['files'])}){'; its row added to README.md' if made['readme_row'] else ''}\n"
+            f"next: replace the example's edit in transform.py, the fixture and cases in fix.py with the fix's own, "
+            f"fill in README.md, then: tools/check_fix {made['fix']}\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_command("fixmono new", argv, parse_args, work, render)
+
+
+if __name__ == "__main__":
+    exit_quietly(main())
