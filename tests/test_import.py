@@ -80,7 +80,7 @@ def patch_of(repo: Path, rev: str) -> bytes:
 
 
 def test_an_imported_fix_is_tested_by_the_catalogue_with_no_other_edit(upstream, tree):
-    before = digests(tree)
+    before, before_readme = digests(tree), (tree / "README.md").read_text().splitlines()
     (tree.parent / "scheduler.patch").write_bytes(patch_of(upstream, "HEAD~1"))
     made = run(tree, "-m", "fixmono", "import", str(tree.parent / "scheduler.patch"), "--json")
     assert made.returncode == 0, made.stderr
@@ -90,7 +90,11 @@ def test_an_imported_fix_is_tested_by_the_catalogue_with_no_other_edit(upstream,
                       "fix": "transformers-scheduler-no-division-by-zero-without", "files": 1, "hunks": 1}
     after = digests(tree)
     changed = {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
-    assert changed == {str(folder / n) for n in ("fix.patch", "fix.py", "README.md", "BUILD.bazel", "__init__.py")}
+    assert changed == {str(folder / n) for n in ("fix.patch", "fix.py", "README.md", "BUILD.bazel", "__init__.py")} \
+        | {"README.md"}  # the top README: the fix's row in its table, nothing else
+    added = set((tree / "README.md").read_text().splitlines()) - set(before_readme)
+    assert added == {f"| {record['fix']} | (fill in: upstream file, releases hit, issue) | Python, imported | "
+                     f"[README]({folder}/README.md) |"}
     assert (tree / folder / "fix.patch").read_bytes() == (tree.parent / "scheduler.patch").read_bytes()
     assert len((tree / folder / "fix.py").read_text().splitlines()) < 12
     # what CI runs on every fix: its cases, the catalogue tree, validate, the registry

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -95,3 +96,36 @@ def test_killed_branch_run(tmp_path, delay):
     assert not list((repo / ".git").rglob("*.lock"))
     rerun = make_patch("--all", "--upstream", str(repo), "--branch", "fixes2")
     assert rerun.returncode == 0, rerun.stderr
+
+
+def test_an_interrupted_git_is_stopped_with_the_processes_it_started(tmp_path):
+    """run_git kills git's whole process group on Ctrl-C/SIGTERM: a process git started (here an alias's
+    shell and its background sleep; in a run, a helper writing into the scratch repository) does not
+    outlive the clean-up (a scratch folder was once left behind under load)."""
+    import signal as signals
+
+    from fixmono.sources.git import run_git
+    pidfile = tmp_path / "pid"
+
+    def interrupt(*_):
+        raise KeyboardInterrupt
+    previous = signals.signal(signals.SIGALRM, interrupt)
+    signals.alarm(2)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_git(tmp_path, "-c", f"alias.slow=!sh -c 'sleep 60 & echo $! > {pidfile}; wait'", "slow")
+    finally:
+        signals.alarm(0)
+        signals.signal(signals.SIGALRM, previous)
+    pid = int(pidfile.read_text())
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/status").read_text().split("State:")[1].split()[0]
+        except (FileNotFoundError, IndexError):
+            return  # gone
+        if state == "Z":
+            return  # killed, waiting for init to reap it
+        time.sleep(0.1)
+    os.kill(pid, signals.SIGKILL)
+    pytest.fail(f"git's child {pid} outlived the interrupt (state {state})")

@@ -141,3 +141,66 @@ def test_make_patch_all_prints_a_line_per_fix(tmp_path, capsys):
     found = steps(capsys.readouterr().err)
     pytorch = [f.id for f in discover() if f.upstream == "pytorch"]
     assert [s[2] for s in found] == pytorch and found[-1][:2] == (str(len(pytorch)), str(len(pytorch)))
+
+
+def test_quiet_prints_no_step_and_no_table(monkeypatch, capsys):
+    monkeypatch.setattr(status, "check", FakeReproducer(stop_at=3))
+    assert status_cli.main(["status", "--run", "--quiet"]) == 130
+    assert capsys.readouterr().err.splitlines() == ["fixes: interrupted"]
+    monkeypatch.setattr(status, "check", FakeReproducer())
+    assert status_cli.main(["status", "--run", "-q"]) == 0 and capsys.readouterr().err == ""
+
+
+def test_a_closed_stderr_writes_nothing_and_fails_nothing(monkeypatch, capsys):
+    monkeypatch.setattr(status, "check", FakeReproducer())
+    monkeypatch.setattr("sys.stderr", None)  # `2>&-`: Python has no sys.stderr
+    p = Progress(total=2)
+    p("note")
+    p.finished("a", "reproduced", 1.0)
+    assert p.stopped() == "interrupted" and p.quiet
+    closed = io.StringIO()
+    closed.close()
+    q = Progress(total=1, stream=closed)
+    q.finished("a", "reproduced", 1.0)  # a closed stream is no terminal, and a write to it is dropped
+    assert not q.tty
+
+
+def test_the_bar_fits_the_terminal_stderr_is_on(monkeypatch):
+    out = Terminal()
+    monkeypatch.setattr("os.get_terminal_size", lambda fd: __import__("os").terminal_size((40, 20)))
+    out.fileno = lambda: 2
+    p = Progress(total=7, stream=out)
+    p.finished("pytorch-batchnorm-negative-running-var", "applied", 0.1)
+    drawn = out.getvalue().split("\r\033[K")[-1]
+    assert len(drawn) <= 39 and drawn.startswith("[##")
+
+
+def test_an_error_after_the_bar_starts_on_its_own_line(monkeypatch):
+    err = Terminal()
+    monkeypatch.setattr("sys.stderr", err)
+    monkeypatch.setattr(status, "check", FakeReproducer())
+
+    def broken(*args, **kwargs):
+        status_cli.Progress.__call__(progress_seen[0], "running something")
+        raise status.UserError("--python /x: no such file")
+    progress_seen = []
+    original = status_cli.Progress
+
+    class Seen(original):
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k)
+            progress_seen.append(self)
+    monkeypatch.setattr(status_cli, "Progress", Seen)
+    monkeypatch.setattr(status_cli, "collect", broken)
+    assert status_cli.main(["status", "--run"]) == 2
+    text = err.getvalue()
+    assert text.endswith("\r\033[Kfixes: error: --python /x: no such file\n"), repr(text[-120:])
+
+
+def test_a_lost_ray_run_is_a_step_line():
+    from fixmono.analysis import on_ray
+    out = io.StringIO()
+    p = Progress(total=2, stream=out)
+    run = on_ray.lost("5.1.0", "applied", 1, "lost: node died")
+    on_ray.step_done(p, "transformers-x @ 5.1.0", "lost: its node died", run.seconds)
+    assert STEP_LINE.match(out.getvalue().strip()), out.getvalue()

@@ -92,6 +92,14 @@ def test_its_example_edit_is_what_the_docs_say(copy, tmp_path):
     (["pytorch", "x", "--target", "/etc/a.py", "--function", "f"], "a path inside the upstream repository"),
     (["pytorch", "x", "--target", "../a.py", "--function", "f"], "a path inside the upstream repository"),
     (["pytorch", "x", "--target", "a.py", "--function", "1f"], "a function's name, or Class.method"),
+    (["pytorch", "x", "--target", "a.py", "--function", "return"], "no keywords"),
+    (["pytorch", "x", "--target", "a.py", "--function", "Box.class"], "no keywords"),
+    (["pytorch", "x", "--target", "a.py", "--function", "None"], "no keywords"),
+    (["pytorch", "x", "--target", 'torch/a".py', "--function", "f"], "as git names it"),
+    (["pytorch", "x", "--target", "torch/a\\b.py", "--function", "f"], "as git names it"),
+    (["pytorch", "x", "--target", "torch/a\nb.py", "--function", "f"], "as git names it"),
+    (["pytorch", "x", "--target", "./torch/x.py", "--function", "f"], "as git names it"),
+    (["pytorch", "x", "--target", "torch//x.py", "--function", "f"], "as git names it"),
     (["pytorch", "scan_closure_grad", "--target", "a.py", "--function", "f"], "already there"),
     (["pytorch", "x", "--target", "a.py"], "--function"),
     (["pytorch", "x", "--target", "a.py", "--function", "f", "--into", "/tmp"], "not a checkout of this repository"),
@@ -151,14 +159,56 @@ def test_two_fixes_on_one_file_whose_fixtures_clash_are_told_how(monkeypatch):
     assert "match contract expects 1 site(s)" in message and "'Two fixes on one file'" in message
 
 
-def test_a_module_level_function_scaffolds_green_too(tmp_path):
+@pytest.mark.parametrize("name, function", [("plain_example", "fill_value"), ("none", "neighbour"),
+                                            ("python_transform", "A.B.c"), ("true", "other")])
+def test_other_names_and_functions_scaffold_green_too(tmp_path, name, function):
+    """Names that were a keyword or an import as the class's name, a function named like the fixture's other def,
+    three parts: the folder still imports and its cases pass (a review found the first three broke the tool)."""
     root = copy_tree(tmp_path / "repo")
-    made = run(root, "-m", "fixmono", "new", "transformers", "plain_example", "--target",
-               "src/transformers/plain.py", "--function", "fill_value")
+    made = run(root, "-m", "fixmono", "new", "transformers", name, "--target",
+               "src/transformers/plain.py", "--function", function)
     assert made.returncode == 0, made.stderr
     proc = run(root, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tools/fix_cases_test.py",
-               FIX_PACKAGE="fixmono.fixes.transformers.plain_example")
+               FIX_PACKAGE=f"fixmono.fixes.transformers.{name}")
     assert proc.returncode == 0 and "5 passed" in proc.stdout, proc.stdout + proc.stderr
+    status = run(root, "-m", "fixmono", "status", "--json")
+    assert status.returncode == 0, status.stderr  # the catalogue still imports
+    if name != "plain_example":
+        return
     again = run(root, "-m", "fixmono", "new", "transformers", "plain_example", "--target",
                 "src/transformers/plain.py", "--function", "fill_value")
     assert again.returncode == 2 and "already there" in again.stderr
+
+
+@pytest.mark.parametrize("readme, expected", [
+    ("# X\n\n| fix | upstream, releases hit | kind | README |\n|---|---|---|---|\n| a | b | c | d |",  # last, no EOL
+     "# X\n\n| fix | upstream, releases hit | kind | README |\n|---|---|---|---|\n| a | b | c | d |\nROW"),
+    ("# X\r\n\r\n| fix | upstream, releases hit | kind | README |\r\n|---|---|---|---|\r\n| a | b | c | d |\r\n\r\n## Next\r\n",
+     "# X\r\n\r\n| fix | upstream, releases hit | kind | README |\r\n|---|---|---|---|\r\n| a | b | c | d |\r\nROW\r\n"
+     "\r\n## Next\r\n"),
+    ("| fix | upstream, releases hit | kind | README |\n|---|---|---|---|\n## Next\n",  # an empty table
+     "| fix | upstream, releases hit | kind | README |\n|---|---|---|---|\nROW\n## Next\n"),
+])
+def test_the_row_goes_after_the_tables_last_row_in_the_readmes_own_line_ends(readme, expected):
+    from fixmono.cli.import_patch import with_rows
+    assert with_rows(readme, ["ROW"]) == expected
+
+
+@pytest.mark.parametrize("failure", [OSError(30, "Read-only file system"), KeyboardInterrupt()],
+                         ids=["README not writable", "interrupted"])
+def test_a_failure_as_the_readme_is_written_takes_the_folder_back(tmp_path, monkeypatch, failure):
+    from fixmono.cli import import_patch
+    from fixmono.model.errors import UserError
+    (tmp_path / "fixes").mkdir()
+    readme = "| fix | upstream, releases hit | kind | README |\n|---|---|---|---|\n"
+    (tmp_path / "README.md").write_text(readme)
+
+    def fail(path, text):
+        raise failure
+    monkeypatch.setattr(import_patch, "swap_in", fail)
+    with pytest.raises(UserError if isinstance(failure, OSError) else KeyboardInterrupt) as err:
+        import_patch.write(tmp_path, [(Path("fixes/pytorch/x"), {"fix.py": "", "fixtures/a.py": ""})], ["ROW"])
+    assert sorted(p.name for p in (tmp_path / "fixes").rglob("*")) == ["pytorch"]  # no folder, no staging
+    assert (tmp_path / "README.md").read_text() == readme
+    if isinstance(failure, OSError):
+        assert "nothing was written" in str(err.value)

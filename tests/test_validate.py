@@ -77,11 +77,12 @@ def test_validate_passes_the_real_transformations(tmp_path):
     statuses = {r["fix"]: r["status"] for r in json.loads(run.stdout)["runs"][0]["results"]}
     assert set(statuses.values()) == {"applied"}, statuses
     report = json.loads(run.stdout)["runs"][0]
-    assert report["validated"] == {"passed": len(statuses), "failed": 0, "no check": 0}
+    passed = sum("compile check not run" not in r["detail"] for r in report["results"])  # g++ and headers here?
+    assert report["validated"] == {"passed": passed, "failed": 0, "not run": len(statuses) - passed, "no check": 0}
     assert all("validated: " in r["detail"] for r in report["results"])  # each says its check ran
     text = make_patch("--all", "--upstream", str(repo), "--check", "--validate").stdout
-    assert f"--validate: {len(statuses)} fix(es) that applied were checked: {len(statuses)} passed their check, " \
-           "0 failed it, 0 declare none" in text
+    assert f"--validate: {len(statuses)} fix(es) applied: {passed} passed their check, 0 failed it, " \
+           f"{len(statuses) - passed} could not run it here, 0 declare none" in text
     assert "--validate:" not in make_patch("--all", "--upstream", str(repo), "--check").stdout
 
 
@@ -91,5 +92,17 @@ def test_validate_says_so_where_a_fix_declares_no_check(tmp_path, monkeypatch, c
     monkeypatch.setattr(cli, "discover", lambda: [dataclasses.replace(fix, validate=None)])
     assert cli.main([fix.id, "--upstream", str(repo), "--check", "--validate", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)["runs"][0]
-    assert report["validated"] == {"passed": 0, "failed": 0, "no check": 1}
+    assert report["validated"] == {"passed": 0, "failed": 0, "not run": 0, "no check": 1}
     assert report["results"][0]["detail"].endswith("; not validated: this fix declares no check")
+
+
+def test_a_check_that_could_not_run_is_not_counted_as_passed(tmp_path, monkeypatch, capsys):
+    """A compile check without g++ or headers says why it did not run: 'not run', not 'passed'."""
+    from fixmono.model.fix import NotChecked
+    fix = next(f for f in discover() if f.upstream == "pytorch" and f.validate)
+    repo = make_repo(tmp_path / "pytorch", catalogue_tree("pytorch"))
+    monkeypatch.setattr(cli, "discover", lambda: [dataclasses.replace(
+        fix, validate=lambda before, after: NotChecked("compile check not run: no g++ here"))])
+    assert cli.main([fix.id, "--upstream", str(repo), "--check", "--validate", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)["runs"][0]
+    assert report["validated"] == {"passed": 0, "failed": 0, "not run": 1, "no check": 0}

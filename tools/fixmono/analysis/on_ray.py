@@ -291,7 +291,8 @@ def run_matrix(ray, statics: dict, fixes: list[Fix], pythons: list[str], timeout
                         submit(fix_id, version, static, attempt + 1)
                     else:
                         done[(fix_id, version)] = lost(version, static, attempt, f"lost: node died ({why})")
-                        step_done(progress, f"{fix_id} @ {version}", "lost: its node died")
+                        step_done(progress, f"{fix_id} @ {version}", "lost: its node died",
+                                  done[(fix_id, version)].seconds)
                     continue
                 step_done(progress, f"{fix_id} @ {version}", f"{run.verdict} on {run.node.get('host', '?')}",
                           run.seconds)

@@ -8,7 +8,7 @@ import time
 from fixmono.apply.contract import apply_fix
 from fixmono.apply.revert import confirm_reverted, revert_through_git
 from fixmono.model.errors import Unreadable
-from fixmono.model.fix import Fix, ValidationNote
+from fixmono.model.fix import Fix, NotChecked, ValidationNote
 from fixmono.model.outcome import FixOutcome, Status
 from fixmono.sources.upstream import Source
 
@@ -47,7 +47,7 @@ def run(source: Source, fixes: list[Fix], validate: bool = False, progress=lambd
             problem = fix.validate(before, outcome.new_files)
             if isinstance(problem, ValidationNote):
                 outcome = dataclasses.replace(outcome, detail=f"{outcome.detail}; validated: {problem}",
-                                              validation="passed")
+                                              validation="not run" if isinstance(problem, NotChecked) else "passed")
             elif problem:
                 outcome = FixOutcome(fix, Status.FAILED, f"validation: {problem}", outcome.files, validation="failed")
             else:

@@ -51,6 +51,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--full-wheel", action="store_true",
                    help="download each wheel whole and check its sha256 (default: the target files by range requests)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr (--run)")
     behaviour_args = p.add_argument_group("run the bug on each release (behavioural matrix)")
     behaviour_args.add_argument("--run", action="store_true",
                                 help="also run each CPU reproducer against each release, in that release's environment")
@@ -265,6 +266,8 @@ def main(argv: list[str] | None = None) -> int:
 
     def work(args):
         args.progress = progress
+        if args.quiet:
+            progress.silence()
         try:
             if args.git is not None:
                 return over_history(args)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import sys
 import urllib.parse
 import urllib.request
@@ -35,6 +36,7 @@ from fixmono.model.patchfile import PatchFile, parse_patch
 from fixmono.model.projects import PROJECTS
 from fixmono.sources.git import clean_env, run_git
 from fixmono.sources.index import Deadline, read_capped
+from fixmono.sources.scratch import INTERRUPTS
 
 PATCH_LIMIT = 16 << 20  # bytes of one --from answer
 MAIL = re.compile(rb"^From [0-9a-f]{40} ", re.M)  # where `git format-patch --stdout` starts each mail
@@ -217,41 +219,74 @@ def decode(name: str, data: bytes) -> str:
         raise UserError(f"{name}: not UTF-8 text (byte {err.start}); nothing was written") from None
 
 
-def write(root: Path, folder: Path, files: dict[str, str | bytes]) -> None:
-    """The folder written beside its place, then renamed in (whole or not at all)."""
-    target = root / folder
-    staging = target.with_name(f".{target.name}.import-{os.getpid()}")
+def write(root: Path, folders: list[tuple[Path, dict[str, str | bytes]]], rows: list[str]) -> bool:
+    """Each folder written beside its place, then, with signals held, renamed in
+    and the rows added to the top README's table (a temporary file swapped in):
+    all of it or none (a failure takes back what was renamed). Returns whether
+    the README had the table."""
+    readme = root / "README.md"
     try:
-        staging.mkdir(parents=True)
-        for name, content in files.items():
-            (staging / name).parent.mkdir(parents=True, exist_ok=True)
-            (staging / name).write_bytes(content if isinstance(content, bytes) else content.encode())
-        staging.rename(target)
+        text = readme.read_bytes().decode("utf-8") if readme.exists() else None
+    except (OSError, UnicodeDecodeError) as err:
+        raise UserError(f"{readme}: cannot read it ({one_line(err)}); nothing was written") from None
+    table = text is not None and README_TABLE in text.replace("\r\n", "\n")
+    staged, placed = [], []
+    try:
+        for folder, files in folders:
+            staging = (root / folder).with_name(f".{folder.name}.new-{os.getpid()}")
+            staged.append(staging)
+            staging.mkdir(parents=True)
+            for name, content in files.items():
+                (staging / name).parent.mkdir(parents=True, exist_ok=True)
+                (staging / name).write_bytes(content if isinstance(content, bytes) else content.encode())
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, INTERRUPTS)  # from here to the end: whole, or not at all
+        try:
+            for staging, (folder, _) in zip(staged, folders):
+                staging.rename(root / folder)
+                placed.append(root / folder)
+            if table and rows:
+                swap_in(readme, with_rows(text, rows))
+        except BaseException:
+            for target in placed:
+                shutil.rmtree(target, ignore_errors=True)
+            raise
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
+    except OSError as err:
+        raise UserError(f"{err.filename or root}: cannot write ({err.strerror or one_line(err)}); nothing was "
+                        "written") from None
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        for staging in staged:
+            shutil.rmtree(staging, ignore_errors=True)
+    return table
+
+
+def swap_in(path: Path, text: str) -> None:
+    temporary = path.with_name(f".{path.name}.new-{os.getpid()}")
+    try:
+        temporary.write_bytes(text.encode("utf-8"))
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
 
 
 BUILD = 'load("//tools:defs.bzl", "fix_module")\n\nfix_module()\n'
-README_TABLE = "| fix | upstream, releases hit | kind | README |\n|---|---|---|---|\n"
+README_TABLE = "| fix | upstream, releases hit | kind | README |\n|---|---|---|---|\n"  # tests/test_docs.py reads it
 
 
-def add_readme_row(root: Path, fix_id: str, folder: Path, kind: str) -> bool:
-    """The new fix's row at the end of the top README's table of fixes (tests/test_docs.py checks every
-    folder has one), its release column to fill in; False where `root` has no such table."""
-    readme = root / "README.md"
-    try:
-        text = readme.read_text(encoding="utf-8")
-    except OSError:
-        return False
-    if README_TABLE not in text:
-        return False
-    start = text.index(README_TABLE) + len(README_TABLE)
-    end = start
-    while text.startswith("|", end):
-        end = text.index("\n", end) + 1
-    row = f"| {fix_id} | (fill in: upstream file, releases hit, issue) | {kind} | [README]({folder.as_posix()}/README.md) |\n"
-    readme.write_text(text[:end] + row + text[end:], encoding="utf-8")
-    return True
+def readme_row(fix_id: str, folder: Path, kind: str) -> str:
+    return f"| {fix_id} | (fill in: upstream file, releases hit, issue) | {kind} | [README]({folder.as_posix()}/README.md) |"
+
+
+def with_rows(text: str, rows: list[str]) -> str:
+    """`text` (the top README) with `rows` after the last row of its table of fixes, in its own line ends."""
+    eol = "\r\n" if "\r\n" in text else "\n"
+    lines = text.split(eol)
+    header = README_TABLE.split("\n")[0]
+    at = lines.index(header) + 2
+    while at < len(lines) and lines[at].startswith("|"):
+        at += 1
+    return eol.join(lines[:at] + rows + lines[at:])
 
 
 def fix_py(patch: PatchFile, fix_id: str, project: str, source: str) -> str:
@@ -295,9 +330,8 @@ Fix id: `{fix.id}` · imported with `fixmono import` · origin: {origin}
 def work(args):
     root = Path(args.into)
     planned = plan(args)
-    for folder, files, made in planned:
-        write(root, folder, files)
-        add_readme_row(root, made.fix_id, folder, made.kind)
+    write(root, [(folder, files) for folder, files, _ in planned],
+          [readme_row(made.fix_id, folder, made.kind) for folder, _, made in planned])
     return {"imported": [{"folder": str(m.folder), "fix": m.fix_id, "files": m.files, "hunks": m.hunks}
                          for _, _, m in planned]}, 0
 

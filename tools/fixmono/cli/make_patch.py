@@ -51,6 +51,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--branch", metavar="NAME", help="also add the fixes as commits on a new branch")
     p.add_argument("--check", action="store_true", help="report statuses only; write nothing")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr (--all)")
     p.add_argument("--validate", action="store_true", help="also run each fix's behavioural check")
     p.add_argument("--check-upstream", action="store_true",
                    help="run each fix's reproducer against what is installed here: still-needed, "
@@ -159,7 +160,6 @@ def execute(args: argparse.Namespace) -> tuple[dict, int]:
         if job.upstream is not None:
             job.outcomes = run(job.upstream, job.fixes, args.validate, lambda fix_id: progress(fix_id),
                                lambda *step: progress.finished(*step) if args.all else None)
-    progress.clear()
     pause_point("transformed")
     failed = any(o.status is Status.FAILED for job in jobs for o in job.outcomes)
     if not failed:  # a failed run writes nothing: the previous series and branches stay as they were
@@ -180,8 +180,8 @@ def report(args: argparse.Namespace, job: publish.Job, written: bool) -> dict:
         "upstream": upstream.label, "project": upstream.project.name, "base": upstream.head,
         "out": job.shown_out, "written": written, "wheel": wheel_read(upstream),
         "branch": args.branch if job.branch_tip else None, "branch_tip": job.branch_tip,
-        "validated": {kind: sum(o.validation == kind for o in job.outcomes) for kind in ("passed", "failed", "no check")}
-        if args.validate else None,
+        "validated": {kind: sum(o.validation == kind for o in job.outcomes)
+                      for kind in ("passed", "failed", "not run", "no check")} if args.validate else None,
         "results": [result(o.fix, o.status, o.detail,
                            next(names) if o.status is Status.APPLIED and job.patches else None)
                     for o in job.outcomes]}
@@ -239,9 +239,10 @@ def render_runs(report: dict) -> str:
             lines.append("  (no fixes for this upstream)")
         if each.get("validated"):
             counts = each["validated"]
-            lines.append(f"  --validate: {sum(counts.values())} fix(es) that applied were checked: {counts['passed']} passed their "
-                         f"check, {counts['failed']} failed it, {counts['no check']} declare none"
-                         " (already-applied and not-applicable fixes have nothing to check)")
+            lines.append(f"  --validate: {sum(counts.values())} fix(es) applied: {counts['passed']} passed their check, "
+                         f"{counts['failed']} failed it, {counts['not run']} could not run it here, "
+                         f"{counts['no check']} declare none (already-applied and not-applicable fixes have "
+                         "nothing to check)")
         if each.get("out") and each["written"]:
             count = sum(1 for r in each["results"] if r["patch"])
             lines.append(f"  wrote {count} patch(es) and series to {each['out']}")
@@ -258,7 +259,12 @@ def main(argv: list[str] | None = None) -> int:
 
     def work(args):
         args.progress = progress
-        return check_upstream(args) if args.check_upstream else execute(args)
+        if args.quiet:
+            progress.silence()
+        try:
+            return check_upstream(args) if args.check_upstream else execute(args)
+        finally:
+            progress.clear()  # before the report, or an error's line
 
     def render(report, args):
         return render_still_needed(report) if args.check_upstream else render_runs(report)

@@ -11,17 +11,18 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import keyword
 import re
 from pathlib import Path
 
 from fixmono.cli.early import exit_quietly
 from fixmono.cli.guard import ArgumentParser, run_command
-from fixmono.cli.import_patch import BUILD, add_readme_row, taken_ids, write
+from fixmono.cli.import_patch import BUILD, readme_row, taken_ids, write
 from fixmono.model.errors import UserError
 from fixmono.model.projects import PROJECTS
 
 NAME = re.compile(r"[a-z][a-z0-9_]*")
-QUALNAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+TARGET = re.compile(r"[A-Za-z0-9_.-]+(?:/[A-Za-z0-9_.-]+)*\.py")
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -39,13 +40,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         raise UserError(f"unknown project {args.project!r} (known: {', '.join(sorted(PROJECTS))})")
     if not NAME.fullmatch(args.name):
         raise UserError(f"{args.name!r}: the name is a folder and a module: lower case, digits and _")
-    if not QUALNAME.fullmatch(args.function):
-        raise UserError(f"--function {args.function!r}: a function's name, or Class.method")
+    if not all(part.isidentifier() and not keyword.iskeyword(part) for part in args.function.split(".")):
+        raise UserError(f"--function {args.function!r}: a function's name, or Class.method (no keywords)")
     if not args.target.endswith(".py"):
         raise UserError(f"--target {args.target}: the scaffold writes Python transformations (C++: subclass "
                         "CppTransform, docs/adding-a-fix.md)")
-    if Path(args.target).is_absolute() or ".." in Path(args.target).parts:
-        raise UserError(f"--target {args.target}: a path inside the upstream repository, as git names it")
+    if not TARGET.fullmatch(args.target) or any(part in (".", "..") for part in args.target.split("/")):
+        raise UserError(f"--target {args.target!r}: a path inside the upstream repository, as git names it "
+                        "(torch/_foo.py: letters, digits, _ . -, no ./ or ..)")
     root = Path(args.into)
     if not (root / "fixes").is_dir() or not (root / "tools" / "fixmono").is_dir():
         raise UserError(f"--into {args.into}: not a checkout of this repository (no fixes/ and tools/fixmono/)")
@@ -70,10 +72,11 @@ def snippet(qualname: str, body: list[str]) -> str:
 
 def files(args) -> dict[str, str]:
     function, last = args.function, args.function.split(".")[-1]
-    camel = "".join(part.title() for part in args.name.split("_"))
+    camel = "".join(part.title() for part in args.name.split("_")) + "Fix"  # never a keyword or an import
     fixture = Path(args.target).name
     before, after = snippet(function, ["y = x + 1", "return None"]), snippet(function, ["y = x + 1", "return 0.0"])
-    other = "\n\ndef other():\n    return None\n"
+    neighbour = "neighbour" if last != "neighbour" else "other"  # a def the fix must leave alone
+    other = f"\n\ndef {neighbour}():\n    return None\n"
     today = datetime.date.today().isoformat()
     transform = f'''"""TODO: what the fix changes, in one line.
 
@@ -120,7 +123,7 @@ from fixmono.model import Case, Dep3, FileChange, Fix, Fixture
 
 from .transform import TRANSFORM
 
-TARGET = "{args.target}"
+TARGET = {args.target!r}
 
 FIX = Fix(
     id="{args.fix_id}",
@@ -136,7 +139,7 @@ FIX = Fix(
              after={after!r}),
         Case("already fixed", path=TARGET, before={after!r},
              expect="already-applied"),
-        Case("no {last} here", path=TARGET, before="def other():\\n    return None\\n", expect="not-applicable"),
+        Case("no {last} here", path=TARGET, before="def {neighbour}():\\n    return None\\n", expect="not-applicable"),
     ),
 )
 '''
@@ -169,16 +172,16 @@ Fix id: `{args.fix_id}` · scaffolded with `fixmono new` · target: `{args.targe
 
 
 def work(args):
-    root = Path(args.into)
     written = files(args)
-    write(root, args.folder, written)
-    row = add_readme_row(root, args.fix_id, args.folder, "Python")
+    row = write(Path(args.into), [(args.folder, written)], [readme_row(args.fix_id, args.folder, "Python")])
     return {"folder": str(args.folder), "fix": args.fix_id, "files": sorted(written), "readme_row": row}, 0
 
 
 def render(made: dict, args) -> str:
+    row = ("its row added to README.md's table" if made["readme_row"] else
+           "README.md has no table of fixes here: add its row by hand")
     return (f"{made['folder']}/: {made['fix']}, a working example on its own fixture "
-            f"({', '.join(made['files'])}){'; its row added to README.md' if made['readme_row'] else ''}\n"
+            f"({', '.join(made['files'])}); {row}\n"
             f"next: replace the example's edit in transform.py, the fixture and cases in fix.py with the fix's own, "
             f"fill in README.md, then: tools/check_fix {made['fix']}\n")
 

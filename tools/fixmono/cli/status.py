@@ -61,6 +61,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--run", action="store_true", help="also run each fix's reproducer in a subprocess")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per reproducer (--run)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr (--run)")
     p.add_argument("--diff", action="append", default=[], metavar="FILE",
                    help="the status of these patch files (git format-patch mail or diff -u; '-': stdin) instead of "
                         "the catalogue's fixes (repeatable)")
@@ -77,13 +78,16 @@ def main(argv: list[str] | None = None) -> int:
     progress = Progress()
 
     def work(args):
-        env = Environment.of(args.python) if args.python else None
-        if args.run:
-            progress.total = len(args.diff_fixes or discover())
-        report = collect(args.diff_fixes, run_reproducers=args.run, timeout=args.timeout, env=env,
-                         progress=progress)
-        progress.clear()
-        return report, 0
+        if args.quiet:
+            progress.silence()
+        try:
+            env = Environment.of(args.python) if args.python else None
+            if args.run:
+                progress.total = len(args.diff_fixes or discover())
+            return collect(args.diff_fixes, run_reproducers=args.run, timeout=args.timeout, env=env,
+                           progress=progress), 0
+        finally:
+            progress.clear()  # before the report, or an error's line
 
     def show(report, args):
         return render(report, colour=sys.stdout.isatty() and not os.environ.get("NO_COLOR"))

@@ -24,7 +24,7 @@ from pathlib import Path, PurePosixPath
 
 from fixmono.sources.processes import bounded
 from fixmono.model.errors import UserError
-from fixmono.model.fix import ValidationNote
+from fixmono.model.fix import NotChecked, ValidationNote
 from fixmono.model.shapes import Maybe, parsed
 from fixmono.sources.upstream import cache_dir
 
@@ -116,21 +116,21 @@ def compile_check(before: str, after: str, filename: str, headers: Headers | Non
     does), or a note saying what was checked or why nothing could be."""
     name = PurePosixPath(filename).name
     if headers is None:
-        return ValidationNote(f"compile check not run: no headers for {name} here (install the matching wheel, "
+        return NotChecked(f"compile check not run: no headers for {name} here (install the matching wheel, "
                               f"or set {HEADERS_VAR} to its torch folder)")
     if shutil.which(compiler) is None:
-        return ValidationNote(f"compile check not run: no {compiler} here")
+        return NotChecked(f"compile check not run: no {compiler} here")
     try:
         error = syntax_error(before, filename, headers, compiler)
         if error is not None:
             missing = re.search(r"fatal error: (\S+): No such file", error)
             why = (f"a header it includes, {missing.group(1)}, is not there (a toolkit's headers missing, or "
                    "another release's)" if missing else "they are not its release's headers")
-            return ValidationNote(f"compile check not run: the unpatched {name} does not compile with "
+            return NotChecked(f"compile check not run: the unpatched {name} does not compile with "
                                   f"{headers.label} either: {why} ({error})")
         error = syntax_error(after, filename, headers, compiler)
     except subprocess.TimeoutExpired:
-        return ValidationNote(f"compile check not run: {compiler} took longer than {TIMEOUT:.0f} s on {name}")
+        return NotChecked(f"compile check not run: {compiler} took longer than {TIMEOUT:.0f} s on {name}")
     if error is not None:
         return f"the patched {name} does not compile with {headers.label}, the unpatched one does: {error}"
     return ValidationNote(f"the patched {name} compiles with {headers.label} ({compiler} -fsyntax-only, "

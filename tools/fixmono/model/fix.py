@@ -169,6 +169,11 @@ class ValidationNote(str):
     added to the outcome's detail, never a failure."""
 
 
+class NotChecked(ValidationNote):
+    """A ValidationNote saying the check could not run here (no compiler, no
+    headers): counted apart from the checks that passed."""
+
+
 @dataclass(frozen=True)
 class HotFix:
     """The runtime form of a fix, for stacks that cannot be rebuilt.

@@ -8,8 +8,8 @@ The runners take `progress` as a plain callable (a note: what starts now) and
 report a finished step with step_done(), so a lambda still serves them."""
 from __future__ import annotations
 
+import os
 import re
-import shutil
 import sys
 import threading
 import time
@@ -19,12 +19,17 @@ STEP_LINE = re.compile(r"^\[ *\d+/\d+\] \S.*: .+ \(\d+\.\d s\)$")  # a finished 
 
 
 class Progress:
-    def __init__(self, total: int = 0, stream=None):
-        self.stream = stream or sys.stderr
-        self.tty = self.stream.isatty()
+    def __init__(self, total: int = 0, stream=None, quiet: bool = False):
+        self.stream = stream or sys.stderr  # None where stderr is closed (2>&-): nothing is written
+        self.quiet = quiet or self.stream is None
+        self.tty = not self.quiet and is_terminal(self.stream)
         self.total, self.finished_steps, self.now = total, [], ""
         self.started = time.monotonic()
         self.lock = threading.Lock()  # drift --run --jobs N reports from N threads
+
+    def silence(self) -> None:
+        """--quiet: nothing on stderr but the run's last line."""
+        self.quiet, self.tty = True, False
 
     def __call__(self, message: str) -> None:
         """A note: what the run is doing now (drawn on a terminal only)."""
@@ -38,7 +43,7 @@ class Progress:
             if self.tty:
                 self.now = f"{label}: {verdict}"
                 self._draw()
-            else:
+            elif not self.quiet:
                 self._write(f"{self._count()} {label}: {verdict}{took(seconds)}\n")
 
     def _count(self) -> str:
@@ -49,12 +54,17 @@ class Progress:
     def _draw(self) -> None:
         if not self.tty:
             return
-        width = shutil.get_terminal_size((100, 20)).columns - 1
+        try:  # the terminal stderr is on (stdout may be a file)
+            width = os.get_terminal_size(self.stream.fileno()).columns - 1
+        except (OSError, ValueError, AttributeError):
+            width = 79
         n, total = len(self.finished_steps), max(self.total, len(self.finished_steps))
         bar = f"[{'#' * (20 * n // total):-<20}] " if total else ""
         self._write(f"\r\033[K{(bar + self._count() + ' ' + self.now)[:width]}")
 
     def _write(self, text: str) -> None:
+        if self.stream is None:
+            return
         try:
             self.stream.write(text)
             self.stream.flush()
@@ -80,8 +90,16 @@ class Progress:
         """For guard.run_command's `interrupted`: the table of what finished
         goes to stderr first; the one line that ends the run is returned."""
         self.clear()
-        self._write(self.table())
+        if not self.quiet:
+            self._write(self.table())
         return message
+
+
+def is_terminal(stream) -> bool:
+    try:
+        return stream.isatty()
+    except (OSError, ValueError, AttributeError):  # closed, or not a file
+        return False
 
 
 def took(seconds: float | None) -> str:

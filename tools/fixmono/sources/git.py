@@ -23,6 +23,7 @@ import subprocess
 from pathlib import Path
 
 from fixmono.model.errors import one_line
+from fixmono.sources.processes import kill_group
 
 # Config for every git call: each key names a program (or makes git start one).
 SAFE_CONFIG = {
@@ -73,14 +74,15 @@ def run_git(cwd: Path | None, *args: str, env: dict[str, str] | None = None,
     data = input.encode("utf-8", "surrogateescape") if isinstance(input, str) else input
     proc = subprocess.Popen(["git", *args], cwd=cwd, stdin=None if data is None else subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env=env if env is not None else clean_env())
+                            env=env if env is not None else clean_env(), start_new_session=True)
     try:
         out, err = proc.communicate(data)
     except BaseException:
         # subprocess.run waits only 0.25 s after a Ctrl-C/SIGTERM; a git killed while it writes
         # (held in the kernel under I/O load) could then still create files after the clean-up
-        # removed its scratch repository (seen once in CI: test_hostile's SIGTERM case)
-        proc.kill()
+        # removed its scratch repository (seen once in CI: test_hostile's SIGTERM case); the
+        # processes git started itself (index-pack, a helper) too: its whole group is killed
+        kill_group(proc)
         proc.wait()
         raise
     return subprocess.CompletedProcess(proc.args, proc.returncode, out if binary else text(out), text(err))

@@ -32,7 +32,8 @@ class Stopped(Exception):
     """A command asked for after stop_all(): the run is ending."""
 
 
-def _kill(proc: subprocess.Popen) -> None:
+def kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL a process started with start_new_session=True and every process it started."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
@@ -52,7 +53,7 @@ def bounded(command: list[str], timeout: float, env: dict | None = None) -> subp
         try:
             out, err = proc.communicate(timeout=timeout)
         except BaseException as stopped:
-            _kill(proc)
+            kill_group(proc)
             out, err = proc.communicate()
             if isinstance(stopped, subprocess.TimeoutExpired):  # what it said before it was stopped
                 stopped.output, stopped.stderr = out, err
@@ -70,7 +71,7 @@ def stop_all() -> int:
         _stopping.set()
         live = list(_live)
     for proc in live:
-        _kill(proc)
+        kill_group(proc)
     return len(live)
 
 
