@@ -62,6 +62,8 @@ def discovers(node: cst.CSTNode) -> bool:
 
 
 class PluginSupport(SiteTransformer):
+    mentioning = None  # it reads the whole module (discovery helpers, the plugin-name list, taken names)
+
     def __init__(self) -> None:
         super().__init__()
         self._module: cst.Module | None = None
@@ -144,6 +146,8 @@ class PluginSupport(SiteTransformer):
 
 class PjrtShim(SiteTransformer):
     """`for pkg_name in [...]:` over plugin names: own ROCm major first."""
+
+    mentioning = None  # its site is a module-level loop: nothing to set aside
 
     def __init__(self) -> None:
         super().__init__()
