@@ -121,3 +121,14 @@ def test_status_imports_no_torch():
     run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO_ROOT,
                          env={**os.environ, "PYTHONPATH": str(REPO_ROOT / "tools")})
     assert run.stdout.split() == ["0", "False", "True"], run.stderr[-2000:]
+
+
+def test_another_interpreters_backend_names_no_count():
+    """status --python: the GPUs are counted only in fixmono's own interpreter; the header says no count
+    rather than `None GPU(s)`."""
+    from fixmono.cli.status import render
+    report = {"python": "/x", "python_version": "3.12.0", "fixes": [],
+              "backend": {"name": "cuda", "devices": None, "detail": "torch 2.11.0 built for cuda (read from ...)"}}
+    assert "backend: cuda (torch 2.11.0 built for cuda" in render(report) and "None" not in render(report)
+    report["backend"]["devices"] = 2
+    assert "backend: cuda, 2 GPU(s) (torch" in render(report)

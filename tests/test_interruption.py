@@ -129,3 +129,47 @@ def test_an_interrupted_git_is_stopped_with_the_processes_it_started(tmp_path):
         time.sleep(0.1)
     os.kill(pid, signals.SIGKILL)
     pytest.fail(f"git's child {pid} outlived the interrupt (state {state})")
+
+
+def test_a_holder_left_empty_by_a_kill_before_its_claim_is_swept(tmp_path):
+    """A SIGKILL between making the series' holder (or the run's scratch folder) and locking its marker
+    left a folder no sweep would take: without a marker it looked like the user's (seen once in CI:
+    test_killed_series_run[0.3]). An empty one is a killed run's: the next run removes it; anything else
+    without a marker stays."""
+    import tempfile
+
+    repo = pytorch_repo(tmp_path / "pytorch")
+    out = tmp_path / "out"
+    empty = tmp_path / ".out.make_patch-deadbeef"
+    empty.mkdir()
+    kept = tmp_path / ".out.make_patch-usersown"
+    kept.mkdir()
+    (kept / "notes.txt").write_text("mine")
+    scratch_root = tmp_path / "tmp"
+    scratch_root.mkdir()
+    dead_scratch = scratch_root / "make_patch-1-abcdef"
+    dead_scratch.mkdir()
+    run = subprocess.run([sys.executable, "-m", "fixmono.cli.make_patch", "--all", "--upstream", str(repo), "--out",
+                          str(out)], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(REPO_ROOT / "tools"), "TMPDIR": str(scratch_root)})
+    assert run.returncode == 0, run.stderr
+    assert not empty.exists() and (kept / "notes.txt").read_text() == "mine"
+    assert not dead_scratch.exists() and list(scratch_root.iterdir()) == []
+    assert tempfile.gettempdir() != str(scratch_root)  # the child's TMPDIR, not this process's
+
+
+def test_a_run_whose_fresh_holder_another_run_swept_makes_another(tmp_path, monkeypatch):
+    from fixmono.sources import scratch
+
+    made = []
+
+    def make():
+        folder = tmp_path / f"holder-{len(made)}"
+        folder.mkdir()
+        made.append(folder)
+        if len(made) == 1:
+            folder.rmdir()  # another run's sweep, in the instant between mkdtemp and claim
+        return folder
+    folder, fd = scratch.made_and_claimed(make, ".marker")
+    assert folder == made[1] and (folder / ".marker").exists() and not scratch.abandoned(folder / ".marker")
+    os.close(fd)

@@ -204,3 +204,28 @@ def test_a_lost_ray_run_is_a_step_line():
     run = on_ray.lost("5.1.0", "applied", 1, "lost: node died")
     on_ray.step_done(p, "transformers-x @ 5.1.0", "lost: its node died", run.seconds)
     assert STEP_LINE.match(out.getvalue().strip()), out.getvalue()
+
+
+def test_make_patch_all_interrupted_prints_the_table_and_leaves_the_checkout(tmp_path, monkeypatch, capsys):
+    from fixmono.apply import run as apply_run
+    from fixmono.testing import snapshot
+    repo = make_repo(tmp_path / "pytorch", pytorch_files())
+    before = snapshot(repo)
+    real, calls = apply_run.apply_fix, []
+
+    def stop_at_the_third(fix, read, missing=None):
+        calls.append(fix.id)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(fix, read, missing) if missing else real(fix, read)
+    monkeypatch.setattr(apply_run, "apply_fix", stop_at_the_third)
+    assert make_patch.main(["--all", "--upstream", str(repo), "--out", str(tmp_path / "series")]) == 130
+    err = capsys.readouterr().err.splitlines()
+    assert err[-1] == "make_patch: interrupted; the checkout was not changed"
+    table = err[err.index(f"finished before it stopped (2 of {len(discover_pytorch())}):"):-1]
+    assert [row.split()[0] for row in table[1:]] == calls[:2]
+    assert snapshot(repo) == before and not (tmp_path / "series").exists()
+
+
+def discover_pytorch():
+    return [f for f in discover() if f.upstream == "pytorch"]

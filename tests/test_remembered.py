@@ -115,3 +115,31 @@ def test_changed_code_is_another_key(tmp_path, monkeypatch):
     fingerprint.cache_clear()
     assert fingerprint(module.__name__, engine.__file__, "1.1") != fingerprint(module.__name__, engine.__file__, "1.0")
     fingerprint.cache_clear()
+
+
+def test_two_transforms_of_one_module_are_two_keys(cache, monkeypatch):
+    """Two PythonTransforms defined in one module, on one text, each get their own result (a review found the
+    second returned the first's: the key was the module's folder only)."""
+    import libcst as cst
+
+    module = types.ModuleType("fixmono_test_two.transform")
+    module.__file__ = __file__  # a real file: the key's fingerprint reads its folder
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+
+    def returning(value):
+        class Returns(engine.SiteTransformer):
+            def leave_Return(self, original, updated):
+                self.anchors += 1
+                if updated.value is not None and engine.code(updated.value) == value:
+                    self.found(value)
+                    return updated
+                self.change(value)
+                return updated.with_changes(value=cst.parse_expression(value))
+        Returns.__module__ = module.__name__
+        Returns.__qualname__ = f"Returns{value}"
+        return Returns
+    text = "def f():\n    return 0\n"
+    one = engine.PythonTransform(returning("1"), "return 1", "a return")
+    two = engine.PythonTransform(returning("2"), "return 2", "a return")
+    assert "return 1" in one.rewrite(text).source and "return 2" in two.rewrite(text).source
+    assert len(list(cache.rglob("*.json"))) == 2

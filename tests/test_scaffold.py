@@ -83,6 +83,10 @@ def test_its_example_edit_is_what_the_docs_say(copy, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "class Box:\n    def fill(self, x):\n        y = x + 1\n        return 0.0\n" in proc.stdout
     assert proc.stdout.count("return None") == 1  # other() is not Box.fill
+    commented = fixture.replace("        return None", "        # a comment above the line\n        return None", 1)
+    again = subprocess.run(proc.args, input=commented, capture_output=True, text=True, cwd=copy,
+                           env={**os.environ, "PYTHONPATH": f"{copy / 'tools'}{os.pathsep}{copy}"})
+    assert "        # a comment above the line\n        return 0.0\n" in again.stdout, again.stdout + again.stderr
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -212,3 +216,14 @@ def test_a_failure_as_the_readme_is_written_takes_the_folder_back(tmp_path, monk
     assert (tmp_path / "README.md").read_text() == readme
     if isinstance(failure, OSError):
         assert "nothing was written" in str(err.value)
+
+
+def test_the_checkouts_launcher_writes_into_its_own_checkout_from_anywhere(copy, tmp_path):
+    """tools/new_fix (the README's command) run from another folder: the fix goes into the checkout it belongs to."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    made = subprocess.run([sys.executable, str(copy / "tools" / "new_fix"), "jax", "launcher_example", "--target",
+                           "jax/_src/example.py", "--function", "scale"], cwd=elsewhere, capture_output=True, text=True,
+                          env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert made.returncode == 0, made.stderr
+    assert (copy / "fixes/jax/launcher_example/fix.py").is_file() and list(elsewhere.iterdir()) == []

@@ -78,11 +78,12 @@ def test_validate_passes_the_real_transformations(tmp_path):
     assert set(statuses.values()) == {"applied"}, statuses
     report = json.loads(run.stdout)["runs"][0]
     passed = sum("compile check not run" not in r["detail"] for r in report["results"])  # g++ and headers here?
-    assert report["validated"] == {"passed": passed, "failed": 0, "not run": len(statuses) - passed, "no check": 0}
+    assert report["validated"] == {"passed": passed, "compile not run": len(statuses) - passed, "failed": 0,
+                                   "no check": 0}
     assert all("validated: " in r["detail"] for r in report["results"])  # each says its check ran
     text = make_patch("--all", "--upstream", str(repo), "--check", "--validate").stdout
-    assert f"--validate: {len(statuses)} fix(es) applied: {passed} passed their check, 0 failed it, " \
-           f"{len(statuses) - passed} could not run it here, 0 declare none" in text
+    assert f"--validate: {len(statuses)} fix(es) applied: {passed} passed their check, {len(statuses) - passed} " \
+           "passed it but for a compile step that could not run here, 0 failed it, 0 declare none" in text
     assert "--validate:" not in make_patch("--all", "--upstream", str(repo), "--check").stdout
 
 
@@ -92,7 +93,7 @@ def test_validate_says_so_where_a_fix_declares_no_check(tmp_path, monkeypatch, c
     monkeypatch.setattr(cli, "discover", lambda: [dataclasses.replace(fix, validate=None)])
     assert cli.main([fix.id, "--upstream", str(repo), "--check", "--validate", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)["runs"][0]
-    assert report["validated"] == {"passed": 0, "failed": 0, "not run": 0, "no check": 1}
+    assert report["validated"] == {"passed": 0, "compile not run": 0, "failed": 0, "no check": 1}
     assert report["results"][0]["detail"].endswith("; not validated: this fix declares no check")
 
 
@@ -105,4 +106,5 @@ def test_a_check_that_could_not_run_is_not_counted_as_passed(tmp_path, monkeypat
         fix, validate=lambda before, after: NotChecked("compile check not run: no g++ here"))])
     assert cli.main([fix.id, "--upstream", str(repo), "--check", "--validate", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)["runs"][0]
-    assert report["validated"] == {"passed": 0, "failed": 0, "not run": 1, "no check": 0}
+    assert report["validated"] == {"passed": 0, "compile not run": 1, "failed": 0, "no check": 0}
+    assert report["results"][0]["detail"].endswith("; validated: its check passed, but compile check not run: no g++ here")

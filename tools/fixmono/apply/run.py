@@ -45,9 +45,12 @@ def run(source: Source, fixes: list[Fix], validate: bool = False, progress=lambd
         elif outcome.status is Status.APPLIED and validate:
             before = {path: read(path).decode("utf-8") for path in outcome.new_files if read(path) is not None}
             problem = fix.validate(before, outcome.new_files)
-            if isinstance(problem, ValidationNote):
+            if isinstance(problem, NotChecked):  # what could run passed; its compile step could not run here
+                outcome = dataclasses.replace(outcome, detail=f"{outcome.detail}; validated: its check passed, but "
+                                                              f"{problem}", validation="compile not run")
+            elif isinstance(problem, ValidationNote):
                 outcome = dataclasses.replace(outcome, detail=f"{outcome.detail}; validated: {problem}",
-                                              validation="not run" if isinstance(problem, NotChecked) else "passed")
+                                              validation="passed")
             elif problem:
                 outcome = FixOutcome(fix, Status.FAILED, f"validation: {problem}", outcome.files, validation="failed")
             else:

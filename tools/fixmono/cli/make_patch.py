@@ -150,6 +150,7 @@ def prepare(args: argparse.Namespace, spec: str, group: list[Fix]) -> publish.Jo
 
 
 def execute(args: argparse.Namespace) -> tuple[dict, int]:
+    publish.WRITTEN = False  # this run's: main() may run again in one process (tests, a caller's loop)
     check_options(args)
     fixes = select(discover(), args)
     jobs = [prepare(args, spec, group) for spec, group in plan(args, fixes)]  # all before any write
@@ -181,7 +182,7 @@ def report(args: argparse.Namespace, job: publish.Job, written: bool) -> dict:
         "out": job.shown_out, "written": written, "wheel": wheel_read(upstream),
         "branch": args.branch if job.branch_tip else None, "branch_tip": job.branch_tip,
         "validated": {kind: sum(o.validation == kind for o in job.outcomes)
-                      for kind in ("passed", "failed", "not run", "no check")} if args.validate else None,
+                      for kind in ("passed", "compile not run", "failed", "no check")} if args.validate else None,
         "results": [result(o.fix, o.status, o.detail,
                            next(names) if o.status is Status.APPLIED and job.patches else None)
                     for o in job.outcomes]}
@@ -240,9 +241,9 @@ def render_runs(report: dict) -> str:
         if each.get("validated"):
             counts = each["validated"]
             lines.append(f"  --validate: {sum(counts.values())} fix(es) applied: {counts['passed']} passed their check, "
-                         f"{counts['failed']} failed it, {counts['not run']} could not run it here, "
-                         f"{counts['no check']} declare none (already-applied and not-applicable fixes have "
-                         "nothing to check)")
+                         f"{counts['compile not run']} passed it but for a compile step that could not run here, "
+                         f"{counts['failed']} failed it, {counts['no check']} declare none (already-applied and "
+                         "not-applicable fixes have nothing to check)")
         if each.get("out") and each["written"]:
             count = sum(1 for r in each["results"] if r["patch"])
             lines.append(f"  wrote {count} patch(es) and series to {each['out']}")

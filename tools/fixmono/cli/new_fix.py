@@ -15,6 +15,7 @@ import keyword
 import re
 from pathlib import Path
 
+import fixmono
 from fixmono.cli.early import exit_quietly
 from fixmono.cli.guard import ArgumentParser, run_command
 from fixmono.cli.import_patch import BUILD, readme_row, taken_ids, write
@@ -33,7 +34,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="the upstream file the fix edits, as the repository names it (torch/_foo.py)")
     p.add_argument("--function", required=True, metavar="QUALNAME",
                    help="the function it edits: name, or Class.method")
-    p.add_argument("--into", default=".", metavar="DIR", help="the checkout of this repository (default: .)")
+    p.add_argument("--into", default=str(own_checkout() or "."), metavar="DIR",
+                   help="the checkout of this repository (default: the one this fixmono runs from, else .)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     if args.project not in PROJECTS:
@@ -58,6 +60,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     if args.fix_id in taken_ids(root):
         raise UserError(f"{args.fix_id}: a fix of the catalogue has that id; nothing was written")
     return args
+
+
+def own_checkout() -> Path | None:
+    """The repository this fixmono runs from (tools/fixmono/ beside fixes/), None for an installed wheel."""
+    root = Path(fixmono.__file__).resolve().parents[2]
+    return root if (root / "fixes").is_dir() and (root / "tools" / "fixmono").is_dir() else None
 
 
 def snippet(qualname: str, body: list[str]) -> str:
@@ -102,9 +110,10 @@ class {camel}(LinePlanTransformer):
     def plan(self, function: cst.FunctionDef) -> dict:
         """Count the site (change / found / problems) and say which lines to replace."""
         self.anchors += 1
+        # code() of a line includes the comment lines above it: compare the statement alone
         lines = [line for line in find_all(function.body, cst.SimpleStatementLine)
-                 if code(line).strip() in (OLD, NEW)]
-        texts = [code(line).strip() for line in lines]
+                 if code(line.with_changes(leading_lines=())).strip() in (OLD, NEW)]
+        texts = [code(line.with_changes(leading_lines=())).strip() for line in lines]
         if texts == [NEW]:
             self.found(FUNCTION)
             return {{}}

@@ -30,7 +30,8 @@ def render(report: dict, colour: bool = False) -> str:
         return f"\033[{COLOURS[key]}m{text}\033[0m" if colour and key in COLOURS else text
 
     b = report["backend"]
-    where = f"{b['name']}, {b['devices']} GPU(s) ({b['detail']})" if b["name"] else b["detail"]
+    count = f", {b['devices']} GPU(s)" if b["devices"] is not None else ""  # another interpreter's: not counted
+    where = f"{b['name']}{count} ({b['detail']})" if b["name"] else b["detail"]
     run = any("reproducer" in r for r in report["fixes"])
     rows = [(r["fix"], r["project"], f"{r['dist']} {r['version'] or 'not installed'}",
              ",".join(r["backends"]) + ("" if r["affects_backend_here"] is not False else " (not here)"),

@@ -123,8 +123,12 @@ class PythonTransform:
         self.anchor = anchor  # what NotApplicable says it looked for
 
     def rewrite(self, source: str) -> Rewrite:
-        module = getattr(self._make, "__module__", None) or getattr(getattr(self._make, "func", None), "__module__", None)
-        return remembered(fingerprint(module, __file__, libcst_version()), source, self._rewrite)
+        make = getattr(self._make, "func", self._make)  # a class, or a functools.partial of one
+        code = fingerprint(getattr(make, "__module__", None), __file__, libcst_version())
+        if code is not None:  # two transforms of one module are two keys
+            code += f"\0{getattr(make, '__qualname__', make)}\0{getattr(self._make, 'keywords', '')}" \
+                    f"\0{self.description}\0{self.anchor}"
+        return remembered(code, source, self._rewrite)
 
     def _rewrite(self, source: str, prune: bool = True) -> Rewrite:
         tree = check_syntax(source)

@@ -170,8 +170,8 @@ class ValidationNote(str):
 
 
 class NotChecked(ValidationNote):
-    """A ValidationNote saying the check could not run here (no compiler, no
-    headers): counted apart from the checks that passed."""
+    """A ValidationNote saying the compile step of a check could not run here
+    (no compiler, no headers): what ran before it passed; counted apart."""
 
 
 @dataclass(frozen=True)

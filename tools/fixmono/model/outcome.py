@@ -33,4 +33,4 @@ class FixOutcome:
     files: tuple[FileOutcome, ...] = ()
     new_files: dict[str, str | None] = field(default_factory=dict)  # path -> patched text (None: deleted)
     message_note: str = ""  # a paragraph for the commit message, e.g. "This reverts commit ..."
-    validation: str = ""  # with --validate, on an applied fix: "passed", "failed", "not run" (here) or "no check"
+    validation: str = ""  # with --validate, on an applied fix: "passed", "compile not run" (passed, its compile step could not run here), "failed" or "no check"

@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 from fixmono.model.errors import UserError, describe
-from fixmono.sources.scratch import abandoned, claim
+from fixmono.sources.scratch import abandoned, made_and_claimed, remove_if_empty
 from fixmono.sources.upstream import Upstream
 
 # --out is the user's directory. make_patch replaces only a series it wrote
@@ -61,8 +61,9 @@ class SeriesWrite:
             self.made_parents = [p for p in self.out.parents if not p.exists()]
             self.out.parent.mkdir(parents=True, exist_ok=True)
             sweep_staging(self.out)
-            self.holder = Path(tempfile.mkdtemp(prefix=f".{self.out.name}.make_patch-", dir=self.out.parent))
-            self.lock = claim(self.holder / STAGING_MARKER)
+            self.holder, self.lock = made_and_claimed(
+                lambda: Path(tempfile.mkdtemp(prefix=f".{self.out.name}.make_patch-", dir=self.out.parent)),
+                STAGING_MARKER)
             new = self.holder / "new"
             new.mkdir()  # not mkdtemp: the series gets the umask's mode, like any new directory
             for name, data in {**files, MANIFEST: manifest_text(files)}.items():
@@ -116,9 +117,10 @@ def sweep_staging(out: Path) -> None:
     """Remove the holders that killed runs left beside `out` (marked, with
     nobody holding the marker's lock); if one died between its two renames
     (`out` missing), its old series is put back first. Directories without
-    the marker are the user's."""
+    the marker are the user's, but for empty ones: a run killed between
+    making its holder and claiming it."""
     for path in sorted(out.parent.glob(f".{glob.escape(out.name)}.make_patch-*")):
-        if path.is_symlink() or not abandoned(path / STAGING_MARKER):
+        if path.is_symlink() or remove_if_empty(path) or not abandoned(path / STAGING_MARKER):
             continue
         if (path / "old").is_dir() and not os.path.lexists(out):
             (path / "old").rename(out)

@@ -57,6 +57,31 @@ def claim(marker: Path) -> int:
     return fd
 
 
+def made_and_claimed(make, marker_name: str, tries: int = 3) -> tuple[Path, int]:
+    """A folder from `make()` with its marker claimed. A SIGKILL can fall between
+    the two, leaving the folder empty: sweepers remove empty ones (remove_if_empty),
+    so a live run can lose its folder in that instant to another run's sweep; it
+    makes another."""
+    for attempt in range(tries):
+        folder = make()
+        try:
+            return folder, claim(folder / marker_name)
+        except FileNotFoundError:
+            if attempt == tries - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+def remove_if_empty(folder: Path) -> bool:
+    """Remove a holder a run made and was killed before claiming: it is empty
+    (os.rmdir removes nothing else)."""
+    try:
+        os.rmdir(folder)
+        return True
+    except OSError:
+        return False
+
+
 def abandoned(marker: Path) -> bool:
     """Whether the process that claimed `marker` is gone (nobody holds its lock)."""
     try:
@@ -83,8 +108,8 @@ def run_dir() -> Path:
         try:
             tempfile.gettempdir()
             atexit.register(remove_run_dir)
-            _run_dir = Path(tempfile.mkdtemp(prefix=f"make_patch-{os.getpid()}-"))
-            claim(_run_dir / MARKER)  # held until the process ends
+            _run_dir, _ = made_and_claimed(lambda: Path(tempfile.mkdtemp(prefix=f"make_patch-{os.getpid()}-")),
+                                           MARKER)  # the lock is held until the process ends
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, held)
     return _run_dir
@@ -112,7 +137,8 @@ def sweep_dead_runs() -> None:
     for path in entries:
         try:
             if (not RUN_DIR.fullmatch(path.name) or path.is_symlink() or not path.is_dir()
-                    or path.stat().st_uid != os.getuid() or not abandoned(path / MARKER)):
+                    or path.stat().st_uid != os.getuid() or remove_if_empty(path)
+                    or not abandoned(path / MARKER)):
                 continue
         except OSError:
             continue
