@@ -119,11 +119,16 @@ def variant(module: list[Klass], name: str, change) -> list[Klass]:
     return out
 
 
-def git_diff(a: str, b: str, tmp: Path) -> str:
+def git_diff(a: str, b: str, tmp: Path, python_driver: bool = False) -> str:
+    """`git diff` of two texts; `python_driver`: its section headers as git writes them
+    with `*.py diff=python` (the nearest def/class line above, not only unindented ones)."""
     (tmp / "a").mkdir(exist_ok=True)
     (tmp / "b").mkdir(exist_ok=True)
     (tmp / "a" / "m.py").write_text(a)
     (tmp / "b" / "m.py").write_text(b)
+    if python_driver and not (tmp / ".git").exists():
+        subprocess.run(["git", "init", "-q"], cwd=tmp, check=True)
+        (tmp / ".gitattributes").write_text("*.py diff=python\n")
     proc = subprocess.run(["git", "diff", "--no-index", "--no-color", "a/m.py", "b/m.py"], cwd=tmp,
                           capture_output=True, text=True)
     return proc.stdout.replace("a/a/m.py", "a/m.py").replace("b/b/m.py", "b/m.py")
@@ -527,6 +532,10 @@ def test_a_keyword_added_where_the_calls_later_arguments_differ(tmp_path):
     fixed = made_on.replace("            cache=cache,\n", "            cache=cache,\n            pos=pos,\n", 1)
     diff = git_diff(made_on, fixed, tmp_path)
     release = made_on.replace("            skip=False,\n", "            extra=lambda *a: True,\n")
+    _, result = outcome(diff, release)  # git's default header names the class only: which method is not shown
+    assert result.status is Status.FAILED and "cannot tell which method of `Model`" in result.detail, result.detail
+    diff = git_diff(made_on, fixed, tmp_path, python_driver=True)  # `@@ def forward(...)`: the method shown
+    assert "@@ def forward(" in diff, diff
     _, result = outcome(diff, release)
     assert result.status is Status.APPLIED, result.detail
     assert result.new_text == release.replace("            cache=cache,\n", "            cache=cache,\n            pos=pos,\n")
@@ -544,8 +553,10 @@ def test_context_dropped_between_the_kept_lines_and_the_added_one_is_never_a_pla
                "            mask=mask,\n            cache=cache,\n            # why\n            skip=False,\n"
                "        )\n        return m\n")
     fixed = made_on.replace("            cache=cache,\n", "            cache=cache,\n            pos=pos,\n", 1)
-    diff = git_diff(made_on, fixed, tmp_path)
     renamed_and_fixed = fixed.replace("cache=cache", "store=store")
+    _, result = outcome(git_diff(made_on, fixed, tmp_path), renamed_and_fixed)  # `@@ class Model:` only
+    assert result.status is Status.FAILED and "cannot tell which method" in result.detail, result.detail
+    diff = git_diff(made_on, fixed, tmp_path, python_driver=True)  # `@@ def forward(`
     _, result = outcome(diff, renamed_and_fixed)
     assert result.status is Status.ALREADY_APPLIED, result.detail
     between = made_on.replace("            cache=cache,\n", "            seen=seen,\n            cache=cache,\n").replace(

@@ -111,6 +111,8 @@ class Scopes:
         self.spans = [(n.lineno, n.end_lineno, n.name) for n in ast.walk(tree)
                       if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
         self.names = {name for _, _, name in self.spans}
+        self.functions = [(n.lineno, n.end_lineno, n.name) for n in ast.walk(tree)
+                          if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
 
     norm = staticmethod(norm)
 
@@ -121,9 +123,18 @@ class Scopes:
         """Names of the defs/classes enclosing 1-based `line` (its own def line included), outermost first."""
         return [name for start, end, name in sorted(self.spans) if start <= line <= end]
 
+    def innermost_def(self, line: int) -> str | None:
+        return innermost(self.functions, line)
+
     @staticmethod
     def header_above(lines: list[str], at: int, name: list[str]) -> bool:
         return header_above(lines, at, name[-1])
+
+
+def innermost(functions: list[tuple[int, int, str]], line: int) -> str | None:
+    """The name of the innermost of `functions` (start, end, name) holding 1-based `line`."""
+    holding = [(start, name) for start, end, name in functions if start <= line <= end]
+    return max(holding)[1] if holding else None
 
 
 CPP_SCOPE = re.compile(r"\b(?:class|struct|union|namespace)\s+([A-Za-z_]\w*)")
@@ -156,12 +167,13 @@ class CppScopes:
 
         doc = CppDocument(source)
         doc.check_parses()
-        self.spans = []
+        self.spans, self.functions = [], []
         for node in walk(doc.root):
             start, end = node.start_point[0] + 1, node.end_point[0] + 1
             if node.type == "function_definition":
                 names = re.findall(r"[A-Za-z_~][\w~]*", doc.qualified_name(node).split("(")[0])
                 self.spans += [(start, end, n, name) for n, name in enumerate(names)]
+                self.functions += [(start, end, names[-1])] if names else []
             elif node.type in ("class_specifier", "struct_specifier", "union_specifier", "namespace_definition") \
                     and node.child_by_field_name("body") is not None and node.child_by_field_name("name") is not None:
                 self.spans.append((start, end, 0, doc.text(node.child_by_field_name("name"))))
@@ -170,6 +182,9 @@ class CppScopes:
 
     def chain(self, line: int) -> list[str]:
         return [name for start, end, _, name in sorted(self.spans) if start <= line <= end]
+
+    def innermost_def(self, line: int) -> str | None:
+        return innermost(self.functions, line)
 
     def has(self, names: list[str]) -> bool:
         """A function or class of that qualified name is here (Worker::Run, not just some Run)."""
@@ -337,6 +352,13 @@ class Mapped:
             i -= 1
         return self.scopes.chain(self.origin[i] + 1) if i >= 0 else []
 
+    def innermost_def(self, line: int) -> str | None:
+        """The innermost function holding 1-based current `line`, as `chain` finds it."""
+        i = min(line - 1, len(self.origin) - 1)
+        while i >= 0 and self.origin[i] is None:
+            i -= 1
+        return self.scopes.innermost_def(self.origin[i] + 1) if i >= 0 else None
+
     def written(self, start: int, count: int) -> bool:
         """Whether any of `count` current lines from `start` was written by an earlier hunk."""
         return any(o is None for o in self.origin[start:start + count])
@@ -464,15 +486,23 @@ def place(hunk: Hunk, lines: list[str], expected: int, scopes: "Mapped | None", 
     top_level = (python and not wanted and not header_name(hunk) and (hunk.header.strip() or flat)
                  and not any(DEF.match(t) for _, t in hunk.lines[:first]))
 
+    unshown: list[str] = []  # defs a place with context dropped lay in that the diff does not name
+
     def confirmed(start: int, probe: int, trimmed: bool = False) -> bool:
         """The place whose block starts at line index `start` and whose first
-        change is at `probe` (`trimmed`: found with context dropped)."""
+        change is at `probe` (`trimmed`: found with context dropped: then the
+        def it lies in must be one the diff names, not only its class)."""
         if top_level and trimmed:  # (git's header over an import is the import above it: it differs by release)
             return (not flat or not indent_of(lines[min(probe, len(lines) - 1)])) and \
                 (imports or scopes.statement_above(lines, start, hunk.header))
         chain = scopes.chain(probe + 1)
-        return fits(chain, wanted) and (not header or fits(chain, header) and header[-1] in chain
-                                        or scopes.header_above(lines, start, header))
+        if not (fits(chain, wanted) and (not header or fits(chain, header) and header[-1] in chain
+                                         or scopes.header_above(lines, start, header))):
+            return False
+        if trimmed and (inside := scopes.innermost_def(probe + 1)) and inside not in wanted + header:
+            unshown.append(inside)
+            return False
+        return True
 
     old, new = hunk.old, hunk.new
     found_old = [p for p in exact(old, lines) if confirmed(p, p + probe_row(hunk, "-"))]
@@ -484,7 +514,7 @@ def place(hunk: Hunk, lines: list[str], expected: int, scopes: "Mapped | None", 
                 expected + hunk.new_start - hunk.start, alike)
     if at is not None:
         return at if at == "present" else (at, at + len(old), new, added_rows(hunk))
-    return place_normalised(hunk, lines, scopes, confirmed, top_level)
+    return place_normalised(hunk, lines, scopes, confirmed, top_level, unshown)
 
 
 def probe_row(hunk: Hunk, side: str) -> int:
@@ -589,9 +619,11 @@ def exact(block: list[str], lines: list[str]) -> list[int]:
     return [i for i in range(len(lines) - len(block) + 1) if lines[i:i + len(block)] == block]
 
 
-def place_normalised(hunk: Hunk, lines: list[str], scopes, confirmed, top_level: bool = False):
+def place_normalised(hunk: Hunk, lines: list[str], scopes, confirmed, top_level: bool = False,
+                     unshown: list[str] = ()):
     """Steps 2 and 3: normalised lines, then trimmed context with the scope
-    confirmed (the hunk's def/class, git's header, or the module's top level)."""
+    confirmed (the hunk's def/class, git's header, or the module's top level).
+    `unshown`: filled by `confirmed` with the defs it refused a trimmed place in."""
     norm = scopes.norm
     rows = [(i, k, norm(t)) for i, (k, t) in enumerate(hunk.lines) if norm(t)]
     targets = [(i, norm(t)) for i, t in enumerate(lines) if norm(t)]
@@ -623,7 +655,17 @@ def place_normalised(hunk: Hunk, lines: list[str], scopes, confirmed, top_level:
             if p == "present":
                 return p
             if p is not None:
-                return splice(hunk, lines, targets[p:p + len(core_old)], core_old, norm)
+                matched = targets[p:p + len(core_old)]
+                if [t for _, _, t in core_old] != [t for _, _, t in core_new]:
+                    return splice(hunk, lines, matched, core_old, norm)
+                try:  # blank and comment lines alone change: their text here tells applied from not
+                    return splice(hunk, lines, matched, core_old, norm)
+                except TransformFailed as err:
+                    try:
+                        splice(flipped(hunk), lines, matched, core_old, norm)  # its post-image is here
+                    except TransformFailed:
+                        raise err from None
+                    return "present"
     if removed and not any(resembles(hunk, i, targets, norm) for i in removed):
         return "absent"  # nothing like the lines it removes is in the file: the code is not there
     have = {t for _, t in targets}
@@ -631,22 +673,35 @@ def place_normalised(hunk: Hunk, lines: list[str], scopes, confirmed, top_level:
     if removed and added and added <= have and not any(norm(hunk.lines[i][1]) in have for i in removed):
         raise TransformFailed(f"{hunk.label}: every line it adds is in the file and no line it removes is, but not "
                               "with its context: fixed there in another form? refusing to guess")
+    if unshown:
+        named = "::".join((scope_of(hunk) or cpp_scope_of(hunk))[-1:] or [header_name(hunk) or hunk.header.strip()])
+        raise TransformFailed(f"{hunk.label}: its context is not all here, and what is lies in `{unshown[0]}`, a "
+                              f"function the diff does not show: cannot tell which method of `{named}` it changes; "
+                              "refusing to guess")
     differing = next((hunk.lines[i][1].strip() for i, k, _ in olds if k == "-" and
                       norm(hunk.lines[i][1]) not in have), None)
     raise TransformFailed(f"{hunk.label}: its context or removed lines are not in the file"
                           + (f" (e.g. `{differing}`)" if differing else "") + "; refusing to guess")
 
 
-def reaches_the_change(hunk: Hunk, core: list, norm) -> bool:
-    """Every added line of the hunk is inside the span of the kept lines `core`
-    or next to it (across blank and comment lines): context dropped between
-    the kept lines and an added one would leave it nowhere to go."""
+def hunk_span(hunk: Hunk, core: list, norm) -> tuple[int, int]:
+    """The hunk rows that go with the kept lines `core`: from the first kept row
+    to the last, widened over the added, blank and comment rows next to them."""
     first, last = core[0][0], core[-1][0]
     while first and (hunk.lines[first - 1][0] == "+" or not norm(hunk.lines[first - 1][1])):
         first -= 1
     while last + 1 < len(hunk.lines) and (hunk.lines[last + 1][0] == "+" or not norm(hunk.lines[last + 1][1])):
         last += 1
-    return all(first <= i <= last for i, (kind, _) in enumerate(hunk.lines) if kind == "+")
+    return first, last
+
+
+def reaches_the_change(hunk: Hunk, core: list, norm) -> bool:
+    """Every added or removed line of the hunk is inside the span of the kept
+    lines `core` or next to it (across blank and comment lines): context dropped
+    between the kept lines and a changed one would leave it nowhere to go (an
+    added line) or in the file (a removed comment)."""
+    first, last = hunk_span(hunk, core, norm)
+    return all(first <= i <= last for i, (kind, _) in enumerate(hunk.lines) if kind != " ")
 
 
 def probe(rows: list, targets: list, p: int) -> int:
@@ -697,51 +752,63 @@ def resembles(hunk: Hunk, row: int, targets: list, norm=norm, at_least: float = 
 
 def splice(hunk: Hunk, lines: list[str], matched: list, core: list, norm=norm):
     """The target span of `matched` rewritten: its context lines kept as they are,
-    removed lines dropped, added lines re-indented and put where the hunk has them."""
-    first_hunk_row = core[0][0]
-    while first_hunk_row and (hunk.lines[first_hunk_row - 1][0] == "+" or not norm(hunk.lines[first_hunk_row - 1][1])):
-        first_hunk_row -= 1  # added (or blank) lines just above the first matched line go with it
-    last_hunk_row = core[-1][0]
-    while last_hunk_row + 1 < len(hunk.lines) and (hunk.lines[last_hunk_row + 1][0] == "+"
-                                                   or not norm(hunk.lines[last_hunk_row + 1][1])):
-        last_hunk_row += 1
+    removed lines dropped, added lines re-indented and put where the hunk has them.
+    The blank and comment rows the normalised match skipped are aligned to the
+    target's blank and comment lines around and between the matched ones (same
+    text, in order): a removed one that is not there as the diff has it is
+    failed, never kept; an added line goes after the row above it."""
+    first, last = hunk_span(hunk, core, norm)
+    of_row = {row: target for (row, _, _), (target, _) in zip(core, matched)}
+    for (row, _, _), (target, _), (next_row, _, _), (next_target, _) in zip(core, matched, core[1:], matched[1:]):
+        of_row.update(align(hunk, range(row + 1, next_row), lines, range(target + 1, next_target)))
+    start, stop = matched[0][0], matched[-1][0] + 1
+    above = start
+    while above and not norm(lines[above - 1]):
+        above -= 1
+    below = stop
+    while below < len(lines) and not norm(lines[below]):
+        below += 1
+    of_row.update(align(hunk, range(core[0][0] - 1, first - 1, -1), lines, range(start - 1, above - 1, -1)))
+    of_row.update(align(hunk, range(core[-1][0] + 1, last + 1), lines, range(stop, below)))
+    if lost := next((text for row, (kind, text) in enumerate(hunk.lines)
+                     if kind == "-" and text.strip() and row not in of_row), None):
+        raise TransformFailed(f"{hunk.label}: a line it removes, `{lost.strip()}`, is not in the file as the diff "
+                              "has it, next to the lines around it; refusing to keep it")
+    start, stop = min(start, *of_row.values()), max(stop, *(t + 1 for t in of_row.values()))
     shift = (indent_of(hunk.lines[core[0][0]][1]), indent_of(lines[matched[0][0]]))
     eol = ending(lines[matched[0][0]]) or "\n"
-    of_row = {row: target for (row, _, _), (target, _) in zip(core, matched)}
-    start, stop = matched[0][0], matched[-1][0] + 1
-    out, added = [], []
+    out, added, at = [], [], start
+    for row in range(first, last + 1):
+        kind, text = hunk.lines[row]
+        if kind == "+":
+            added.append(len(out))
+            out.append(reindent(text, *shift, eol, hunk))
+        elif row in of_row:  # the target's lines up to its partner kept, then it (context) or not (removed)
+            out += lines[at:of_row[row]] + ([lines[of_row[row]]] if kind == " " else [])
+            at = of_row[row] + 1
+    return start, stop, out + lines[at:stop], added
 
-    def emit_added(row_from: int, row_to: int, tail: bool = False) -> None:
-        """The added lines of these rows; after the last matched line (`tail`) a blank
-        line the hunk keeps or removes there takes the target's blank line with it."""
-        nonlocal stop
-        for row in range(row_from, row_to):
-            kind, text = hunk.lines[row]
-            if kind == "+":
-                added.append(len(out))
-                out.append(reindent(text, *shift, eol, hunk))
-            elif tail and not norm(text) and stop < len(lines) and not lines[stop].strip():
-                if kind == " ":
-                    out.append(lines[stop])
-                stop += 1
 
-    next_row = first_hunk_row
-    for target in range(start, stop):
-        row = next((r for r, t in of_row.items() if t == target), None)
-        if row is None:  # a blank line of the target inside the span: kept
-            out.append(lines[target])
+def flipped(hunk: Hunk) -> Hunk:
+    """The hunk undone: its added lines removed and its removed ones added."""
+    return dataclasses.replace(hunk, lines=tuple(({"+": "-", "-": "+"}.get(k, k), t) for k, t in hunk.lines))
+
+
+def align(hunk: Hunk, rows: range, lines: list[str], targets: range) -> dict[int, int]:
+    """The hunk's blank and comment `rows` (context or removed) paired with the
+    target's lines `targets` holding the same text (stripped), in order: each
+    row with the first such line not yet passed (both ranges run away from the
+    matched lines, downwards or upwards)."""
+    pairs, targets = {}, list(targets)
+    for row in rows:
+        kind, text = hunk.lines[row]
+        if kind == "+":
             continue
-        emit_added(next_row, row)
-        if hunk.lines[row][0] == " ":
-            out.append(lines[target])
-        next_row = row + 1
-        follow = next_row
-        while follow < len(hunk.lines) and hunk.lines[follow][0] == "+":
-            follow += 1
-        emit_added(next_row, follow)
-        next_row = follow
-    emit_added(next_row, last_hunk_row + 1, tail=True)
-    return start, stop, out, added
+        at = next((n for n, t in enumerate(targets) if lines[t].strip() == text.strip()), None)
+        if at is not None:
+            pairs[row] = targets[at]
+            targets = targets[at + 1:]
+    return pairs
 
 
 def reindent(text: str, old: str, new: str, eol: str, hunk: Hunk) -> str:
