@@ -15,7 +15,9 @@ Our own generated text; no upstream code."""
 from __future__ import annotations
 
 import random
+import re
 import subprocess
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -581,3 +583,160 @@ def test_old_lines_also_standing_without_the_addition_are_no_sign_it_is_applied(
     both = release.replace("    z = h(y)\n    out.append", "    z = h(y)\n    check(z)\n    out.append")
     _, result = outcome(diff, both)
     assert result.status is Status.ALREADY_APPLIED, result.detail
+
+
+# The floor (issue 40, part 1): generated cases of the classes where a text tool, and this engine before,
+# wrote a wrong text: comment lines removed by a hunk placed on normalised lines, a change under a
+# class-only header whose method is gone (a sibling has its trailing context), sibling classes with the same
+# method reordered under a diff without headers, and a removal whose lines stand here in another form.
+FLOOR_SEEDS = range(120)
+FLOOR_VARIANTS = ["same", "context-changed", "reordered", "class-grew", "method-gone", "other-form"]
+
+
+def floor_module(rng: random.Random) -> list[Klass]:
+    """Two or three classes; the first two hold a method `run` with the same body
+    (siblings), every body long enough that a change near its end has no def line
+    in its context, with a comment line in it."""
+    shared = [f"a{k} = x + {rng.randint(0, 9)}" for k in range(rng.randint(6, 8))] + ["return a0"]
+    shared.insert(rng.randint(4, len(shared) - 2), f"# step {rng.randint(1, 9)}")
+    module = []
+    for c in range(rng.randint(2, 3)):
+        funcs = [Func("run", list(shared))]
+        for f in range(rng.randint(1, 2)):
+            body = [f"b{k} = x * {rng.randint(1, 9)}" for k in range(rng.randint(6, 8))] + ["return b0"]
+            body.insert(rng.randint(4, len(body) - 2), "# tuned by hand")
+            funcs.append(Func(f"g{c}{f}", body))
+        rng.shuffle(funcs)
+        module.append(Klass(f"K{c}", funcs))
+    return module
+
+
+def floor_edit(module: list[Klass], rng: random.Random) -> tuple[str, str, str, int]:
+    """(class, function, kind, line index): a change at or after the body's 5th line."""
+    klass = rng.choice(module)
+    func = rng.choice(klass.funcs)
+    comment = next(i for i, line in enumerate(func.body) if line.startswith("#"))
+    kind = rng.choice(["remove-comment", "replace-under-comment", "delete", "insert"])
+    at = comment if kind in ("remove-comment", "replace-under-comment") else rng.randint(4, len(func.body) - 2)
+    return klass.name, func.name, kind, at
+
+
+def located(module: list[Klass], change) -> tuple[Klass, int]:
+    """The class a change is in, and the index of its function there (by name: releases reorder them)."""
+    klass = next(k for k in module if k.name == change[0])
+    return klass, next(n for n, func in enumerate(klass.funcs) if func.name == change[1])
+
+
+def floor_edited(module: list[Klass], change) -> list[Klass]:
+    _, _, kind, at = change
+    out = copy(module)
+    klass, f = located(out, change)
+    body = klass.funcs[f].body
+    if kind == "remove-comment":
+        del body[at]
+    elif kind == "replace-under-comment":
+        body[at:at + 2] = [f"{body[at + 1].split(' =')[0]} = x - 99"]
+    elif kind == "delete":
+        del body[at]
+    else:
+        body.insert(at, "w = x - 7")
+    return out
+
+
+def floor_variant(module: list[Klass], name: str, change) -> list[Klass] | None:
+    """The release's structure (None: this variant does not apply to this change)."""
+    _, _, kind, at = change
+    out = copy(module)
+    klass, f = located(out, change)
+    body = klass.funcs[f].body
+    if name == "context-changed":  # a statement far above the change differs, and one right above it too,
+        above = next(i for i in range(at - 1, -1, -1) if not body[i].startswith("#"))  # in every copy of it
+        for copied in (func for k in out for func in k.funcs if func.name == change[1]):
+            copied.body[0] += "  # differs here"
+            copied.body[above] = copied.body[above].replace("x ", "x  ").replace("= ", "=  ") + "  # and here"
+    elif name == "reordered":
+        out.reverse()
+    elif name == "class-grew":
+        klass.funcs.insert(f, Func("grown", ["g = 2", "return g"]))
+    elif name == "method-gone":  # the method is in no class of this release; a sibling ends the same way
+        gone = klass.funcs.pop(f)
+        for other in out:
+            other.funcs = [func for func in other.funcs if func.name != gone.name]
+        klass.funcs.insert(f, Func("twin", [f"t{k} = x // 3" for k in range(at - 1)] + gone.body[at - 1:]))
+    elif name == "other-form":  # the lines the change removes stand here in another form
+        if kind not in ("delete", "replace-under-comment", "remove-comment"):
+            return None
+        target = at + 1 if kind == "replace-under-comment" else at
+        for copied in (func for k in out for func in k.funcs if func.name == change[1]):  # in every copy
+            copied.body[target] = "q = other(x)" if not body[target].startswith("#") else "# another note"
+    return out
+
+
+def plain(diff: str) -> str:
+    """The diff as `diff -u` writes it: no `index` line, no section headers."""
+    return "".join(re.sub(r"^(@@ [^@]* @@).*", r"\1", line) + "\n" for line in diff.splitlines()
+                   if not line.startswith(("index ", "diff --git")))
+
+
+@pytest.mark.parametrize("seed", FLOOR_SEEDS)
+def test_generated_cases_of_the_floor(seed, tmp_path):
+    """Each case's truth is known by construction (None: no right edit, the code
+    the diff changes is not in the release). Never a text other than the truth,
+    never `already-applied` where the release lacks the change; where both the
+    engine and `git apply` write the truth, the same bytes."""
+    rng = random.Random(seed)
+    base = floor_module(rng)
+    change = floor_edit(base, rng)
+    made = git_diff(render(base), render(floor_edited(base, change)), tmp_path)
+    for form, diff in (("git", made), ("plain", plain(made))):
+        for name in FLOOR_VARIANTS:
+            structure = floor_variant(base, name, change)
+            if structure is None:
+                continue
+            target = render(structure)
+            truth = None if name in ("method-gone", "other-form") else render(floor_edited(structure, change))
+            change_, result = outcome(diff, target)
+            where = f"{form}/{name} ({change[2]})\n{diff}"
+            if truth is None:
+                assert result.status not in (Status.APPLIED, Status.ALREADY_APPLIED), \
+                    f"{where}: {result.status.value}: {result.detail}\n{result.new_text}"
+                continue
+            if result.status is Status.APPLIED:
+                assert result.new_text == truth, f"{where}: misplaced or wrong\n{result.new_text}"
+                by_git = git_apply(diff, target, tmp_path)
+                assert by_git in (None, truth) or by_git != truth, where
+                if by_git == truth:
+                    assert result.new_text == by_git, where
+            else:
+                assert result.status in (Status.FAILED, Status.NOT_APPLICABLE), f"{where}: {result.detail}"
+            if name == "same" and form == "git":  # the diff's own post-image
+                assert apply_change(change_, truth).status is Status.ALREADY_APPLIED, where
+
+
+def test_what_the_engine_and_git_apply_write_on_the_floor_cases(tmp_path):
+    """The counts behind docs/bring-your-patches.md's floor line: git apply writes
+    wrong text in these classes; the engine never does."""
+    counts = Counter()
+    for seed in FLOOR_SEEDS:
+        rng = random.Random(seed)
+        base = floor_module(rng)
+        change = floor_edit(base, rng)
+        made = git_diff(render(base), render(floor_edited(base, change)), tmp_path)
+        for form, diff in (("git", made), ("plain", plain(made))):
+            for name in FLOOR_VARIANTS:
+                structure = floor_variant(base, name, change)
+                if structure is None:
+                    continue
+                target = render(structure)
+                truth = None if name in ("method-gone", "other-form") else render(floor_edited(structure, change))
+                by_git = git_apply(diff, target, tmp_path)
+                result = outcome(diff, target)[1]
+                counts["cases"] += 1
+                counts["git right"] += by_git is not None and by_git == truth
+                counts["git wrong"] += by_git is not None and by_git != truth
+                counts["engine right"] += result.status is Status.APPLIED and result.new_text == truth
+                counts["engine wrong"] += result.status is Status.APPLIED and result.new_text != truth or \
+                    result.status is Status.ALREADY_APPLIED and truth is None
+    print(f"\n{counts['cases']} floor cases: git apply right {counts['git right']}, wrong {counts['git wrong']}; "
+          f"port engine right {counts['engine right']}, wrong {counts['engine wrong']}")
+    assert counts["engine wrong"] == 0 and counts["git wrong"] > 0

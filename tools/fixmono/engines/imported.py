@@ -73,7 +73,7 @@ class OrFixedForm(DiffTransform):
     and the named def holds every line of that form."""
 
     def __init__(self, diff: DiffTransform, scope: str, lines: Sequence[str]):
-        super().__init__(diff.path, diff.hunks)
+        super().__init__(diff.path, diff.hunks, diff.old_blob)
         self.scope, self.lines = scope, tuple(lines)
 
     def rewrite(self, source: str) -> Rewrite:

@@ -28,7 +28,9 @@ import builtins
 import dataclasses
 import difflib
 import functools
+import hashlib
 import re
+from collections import Counter
 from pathlib import Path
 
 from fixmono.engines.remembered import diff_code, remembered
@@ -214,14 +216,16 @@ class DiffTransform:
     tree-sitter); in other files only the exact step runs (as `git apply`,
     with the presence check)."""
 
-    def __init__(self, path: str, hunks: tuple[Hunk, ...]):
-        self.path, self.hunks = path, hunks
+    judges_its_result = True  # check_edit: apply/contract.py ports it no second time
+
+    def __init__(self, path: str, hunks: tuple[Hunk, ...], old_blob: str | None = None):
+        self.path, self.hunks, self.old_blob = path, hunks, old_blob
         self.engine = "python" if path.endswith((".py", ".pyi")) else "cpp" if path.endswith(CPP) else "text"
         self.description = f"the diff's {len(hunks)} hunk(s) to {path}"
 
     def rewrite(self, source: str) -> Rewrite:
         """The hunks ported onto `source`, or what they gave on the same text before (remembered.py)."""
-        return remembered(diff_code(self.path, self.hunks), source, self._rewrite)
+        return remembered(diff_code(self.path, (self.hunks, self.old_blob)), source, self._rewrite)
 
     def _rewrite(self, source: str) -> Rewrite:
         python = self.engine == "python"
@@ -235,10 +239,16 @@ class DiffTransform:
         lines = lines_of(source)
         changed, present, absent = [], [], []
         offset = drift = 0  # lines added before the next hunk; how far from its named line the last one sat
+        # line numbers decide between places only where the file is the diff's own pre-image (its blob id), or
+        # where the hunk before was placed by its text alone (the next one is as far from it as in the diff)
+        pre_image = self.old_blob is not None and blob_id(source).startswith(self.old_blob)
+        anchored = pre_image
         for n, hunk in enumerate(self.hunks):
             expected = hunk.start - 1 + offset + drift  # as git apply looks first: shifted as the hunk before
             alike = sum(h.old == hunk.old and h.new == hunk.new for h in self.hunks[n:])  # it and those after it
-            result = place(hunk, lines, expected, scopes, alike)
+            by_line: list[int] = []  # filled where the line number chose among several places
+            result = place(hunk, lines, expected, scopes, alike, by_line if not anchored else None)
+            anchored = pre_image or not by_line
             if result == "present":
                 present.append(hunk.label)
                 if len(spots := exact(hunk.new, lines)) == 1:  # where its post-image sits: the drift too
@@ -252,13 +262,14 @@ class DiffTransform:
                     scopes.replaced(start, stop, lines[start:stop], replacement, new_rows)
                 lines[start:stop] = replacement
                 offset += len(replacement) - (stop - start)
-                changed.append(hunk.label)
+                changed.append(hunk)
         if absent and (changed or present):
             raise TransformFailed(f"{', '.join(absent)}: its code is not in this file while the other hunks are "
                                   "(refusing half a diff)")
         if absent:
             raise NotApplicable(f"the code the diff changes ({absent[0]})")
         new = "".join(lines)
+        check_edit(source, new, changed)
         if changed and python:
             try:
                 tree = ast.parse(new)
@@ -267,7 +278,38 @@ class DiffTransform:
             check_result(scopes.scopes.tree, tree, new, scopes.added(), scopes.shown(), self.path)
         if changed and self.engine == "cpp" and (after := CppScopes(new).errors) > errors:
             raise TransformFailed(f"the result would add parse errors ({errors} -> {after}); refusing it")
-        return Rewrite(new, len(changed), len(present), tuple(changed), tuple(present))
+        return Rewrite(new, len(changed), len(present), tuple(h.label for h in changed), tuple(present))
+
+
+def check_edit(source: str, new: str, hunks: list[Hunk]) -> None:
+    """The result is the source with exactly the lines the changed `hunks` remove
+    gone and the lines they add there (as sets of lines with their counts,
+    indentation and blank lines aside): the diff's own post-image, judged on the
+    result, whatever a second port of the diff would find in it."""
+    def count(lines) -> Counter:
+        return Counter(stripped for line in lines if (stripped := line.strip()))
+
+    before, after = count(lines_of(source)), count(lines_of(new))
+    for hunk in hunks:
+        removed = count(t for k, t in hunk.lines if k == "-")
+        added = count(t for k, t in hunk.lines if k == "+")
+        kept, lost = removed - added, added - removed
+        if stays := next((line for line in kept if after[line] > before[line] - kept[line]), None):
+            raise TransformFailed(f"{hunk.label}: a line it removes, `{stays}`, is still in the result; refusing it")
+        if missing := next((line for line in lost if after[line] < before[line] + lost[line]), None):
+            raise TransformFailed(f"{hunk.label}: a line it adds, `{missing}`, is not in the result; refusing it")
+    total = Counter()
+    for hunk in hunks:
+        total.update(count(t for k, t in hunk.lines if k == "+"))
+        total.subtract(count(t for k, t in hunk.lines if k == "-"))
+    if other := next((line for line in before | after if after[line] - before[line] != total[line]), None):
+        raise TransformFailed(f"the result changes `{other}`, which no hunk of the diff changes; refusing it")
+
+
+def blob_id(text: str) -> str:
+    """git's blob id of `text` (as `git hash-object` gives it, SHA-1)."""
+    data = text.encode("utf-8", "surrogatepass")
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
 def removed_defs(hunks: tuple[Hunk, ...]) -> set[str]:
@@ -450,13 +492,17 @@ class Renamed:
                 FileOutcome(self.old, Status.APPLIED, f"{self.old}: renamed away", None)]
 
 
-def place(hunk: Hunk, lines: list[str], expected: int, scopes: "Mapped | None", alike: int = 1):
+def place(hunk: Hunk, lines: list[str], expected: int, scopes: "Mapped | None", alike: int = 1,
+          by_line: list[int] | None = None):
     """Where `hunk` goes in `lines` (`scopes`: the file's, None outside Python
     and C/C++): (start, stop, replacement lines, rows of added lines in the
     replacement), "present", or "absent"; TransformFailed when unsure.
-    `alike`: how many hunks from this one on make this same edit."""
+    `alike`: how many hunks from this one on make this same edit. `by_line`:
+    None where the line number may decide between places (the file is the
+    pre-image, or the hunk before was placed by its text); else a list that
+    gets the place where only the line number would tell (not taken: failed)."""
     if scopes is None:
-        return place_exactly(hunk, lines, expected)
+        return place_exactly(hunk, lines, expected, by_line)
     python = isinstance(scopes.scopes, Scopes)
     wanted = scopes.as_here(scope_of(hunk) if python else cpp_scope_of(hunk))
     header = scopes.as_here(([header_name(hunk)] if header_name(hunk) else []) if python
@@ -487,6 +533,7 @@ def place(hunk: Hunk, lines: list[str], expected: int, scopes: "Mapped | None", 
                  and not any(DEF.match(t) for _, t in hunk.lines[:first]))
 
     unshown: list[str] = []  # defs a place with context dropped lay in that the diff does not name
+    named = scopes.as_here([header_name(hunk)] if python and header_name(hunk) else cpp_name(hunk.header))
 
     def confirmed(start: int, probe: int, trimmed: bool = False) -> bool:
         """The place whose block starts at line index `start` and whose first
@@ -499,7 +546,7 @@ def place(hunk: Hunk, lines: list[str], expected: int, scopes: "Mapped | None", 
         if not (fits(chain, wanted) and (not header or fits(chain, header) and header[-1] in chain
                                          or scopes.header_above(lines, start, header))):
             return False
-        if trimmed and (inside := scopes.innermost_def(probe + 1)) and inside not in wanted + header:
+        if trimmed and (inside := scopes.innermost_def(probe + 1)) and inside not in wanted + header + named:
             unshown.append(inside)
             return False
         return True
@@ -510,11 +557,28 @@ def place(hunk: Hunk, lines: list[str], expected: int, scopes: "Mapped | None", 
                  and not scopes.written(p, len(new))]  # an earlier hunk's own lines are not this one applied
     if hunk.lines and hunk.lines[-1][0] == "+" and len(lines) - len(new) in found_new and old:
         return "present"  # lines the diff adds at the end of the file (no context after them) end this file
+    if by_line is not None and len(found_old) == 1 and not found_new and \
+            len(alike_places := normalised_places(hunk, lines, scopes, confirmed)) > 1:
+        raise TransformFailed(f"{hunk.label}: its lines fit {len(alike_places)} places once blank and comment lines "
+                              f"are set aside (lines {', '.join(str(p + 1) for p in alike_places[:5])}), and only "
+                              "those tell them apart; refusing to guess")
     at = choose(hunk, found_old, found_new, expected, "its lines", (len(old), len(new)),
-                expected + hunk.new_start - hunk.start, alike)
+                expected + hunk.new_start - hunk.start, alike, by_line)
     if at is not None:
         return at if at == "present" else (at, at + len(old), new, added_rows(hunk))
     return place_normalised(hunk, lines, scopes, confirmed, top_level, unshown)
+
+
+def normalised_places(hunk: Hunk, lines: list[str], scopes, confirmed) -> list[int]:
+    """The line indexes where the hunk's old lines stand once blank lines and
+    comments are set aside (each place confirmed by its scope): a place found
+    exactly is the only one only if no other place differs from it in those alone."""
+    norm = scopes.norm
+    olds = [(i, k, norm(t)) for i, (k, t) in enumerate(hunk.lines) if k != "+" and norm(t)]
+    if not olds:
+        return []
+    targets = [(i, norm(t)) for i, t in enumerate(lines) if norm(t)]
+    return [targets[p][0] for p in seq(olds, targets, hunk, lines) if confirmed(targets[p][0], probe(olds, targets, p))]
 
 
 def probe_row(hunk: Hunk, side: str) -> int:
@@ -528,10 +592,11 @@ def probe_row(hunk: Hunk, side: str) -> int:
     return first
 
 
-def place_exactly(hunk: Hunk, lines: list[str], expected: int):
+def place_exactly(hunk: Hunk, lines: list[str], expected: int, by_line: list[int] | None = None):
     """A file without scopes: the exact step alone; anything else is failed, never guessed."""
     old, new = hunk.old, hunk.new
-    at = choose(hunk, exact(old, lines), exact(new, lines), expected, "its lines", (len(old), len(new)))
+    at = choose(hunk, exact(old, lines), exact(new, lines), expected, "its lines", (len(old), len(new)),
+                by_line=by_line)
     if at is not None:
         return at if at == "present" else (at, at + len(old), new, added_rows(hunk))
     if not any(t.strip() and t in lines for k, t in hunk.lines if k == "-") and any(k == "-" for k, _ in hunk.lines):
@@ -541,12 +606,20 @@ def place_exactly(hunk: Hunk, lines: list[str], expected: int):
 
 
 def choose(hunk: Hunk, found_old: list[int], found_new: list[int], expected: int | None, what: str,
-           sizes: tuple[int, int] | None = None, expected_new: int | None = None, alike: int = 1):
+           sizes: tuple[int, int] | None = None, expected_new: int | None = None, alike: int = 1,
+           by_line: list[int] | None = None):
     """From the places of the hunk's old and new lines: "present", the one place
     to apply at (the line the hunk names where it is one of them; the first of
     as many places as there are hunks left making this same edit), or None
-    when neither is there; TransformFailed when it cannot tell."""
+    when neither is there; TransformFailed when it cannot tell. `by_line`: not
+    None where the line number is no evidence (the file is not the diff's
+    pre-image): then it decides nothing between several places, and gets the
+    place it would have taken."""
     pure_addition = not any(k == "-" for k, _ in hunk.lines)
+    if by_line is not None and (len(found_old) > 1 or len(found_new) > 1):
+        if expected in found_old:
+            by_line.append(expected)
+        expected = expected_new = None  # its named line sits in a file of other text: it tells nothing
     if expected is not None and expected in found_old:
         return expected  # its lines exactly at the line it names: where git apply puts it, whatever else is here
     if expected_new is not None and expected_new in found_new and pure_addition:
@@ -573,7 +646,7 @@ def choose(hunk: Hunk, found_old: list[int], found_new: list[int], expected: int
     if found_old:
         if expected in found_old:
             return expected
-        return found_old[0] if len(found_old) == alike > 1 and not found_new else one(found_old, hunk, what)
+        return found_old[0] if len(found_old) == alike > 1 and not found_new else one(found_old, hunk, what, by_line)
     return None
 
 
@@ -606,10 +679,11 @@ def header_above(lines: list[str], at: int, name: str) -> bool:
     return name in (nearest, top)
 
 
-def one(places: list[int], hunk: Hunk, what: str) -> int:
+def one(places: list[int], hunk: Hunk, what: str, by_line: list[int] | None = None) -> int:
     if len(places) > 1:
+        why = " (only its line number would tell, and this file is not the diff's pre-image)" if by_line else ""
         raise TransformFailed(f"{hunk.label}: {what} fit {len(places)} places (lines "
-                              f"{', '.join(str(p + 1) for p in places[:5])}); refusing to guess")
+                              f"{', '.join(str(p + 1) for p in places[:5])}){why}; refusing to guess")
     return places[0]
 
 
@@ -650,7 +724,8 @@ def place_normalised(hunk: Hunk, lines: list[str], scopes, confirmed, top_level:
                       if confirmed(targets[p][0], probe(core_old, targets, p), trim > 0)]
             at_new = [p for p in seq(core_new, targets, hunk, lines)
                       if confirmed(targets[p][0], probe(core_new, targets, p), trim > 0)
-                      and not any(scopes.written(t, 1) for t, _ in targets[p:p + len(core_new)])]
+                      and not any(scopes.written(t, 1) for t, _ in targets[p:p + len(core_new)])
+                      ] if joins_the_removal(hunk, keep, norm) else []
             p = choose(hunk, at_old, at_new, None, "its lines (as tokens)", (len(core_old), len(core_new)))
             if p == "present":
                 return p
@@ -660,14 +735,19 @@ def place_normalised(hunk: Hunk, lines: list[str], scopes, confirmed, top_level:
                     return splice(hunk, lines, matched, core_old, norm)
                 try:  # blank and comment lines alone change: their text here tells applied from not
                     return splice(hunk, lines, matched, core_old, norm)
-                except TransformFailed as err:
-                    try:
-                        splice(flipped(hunk), lines, matched, core_old, norm)  # its post-image is here
-                    except TransformFailed:
-                        raise err from None
-                    return "present"
-    if removed and not any(resembles(hunk, i, targets, norm) for i in removed):
+                except TransformFailed:
+                    if post_image_here(hunk, lines, matched, core_old, norm):
+                        return "present"
+                    raise
+    if other := in_their_place(hunk, targets, norm):
+        gone = next(t.strip() for k, t in hunk.lines if k == "-" and norm(t))
+        raise TransformFailed(f"{hunk.label}: the lines it removes (`{gone}`) are not here, and other code stands "
+                              f"where they were (`{other}`); refusing to guess")
+    evidence = [i for i in removed if not trivial(norm(hunk.lines[i][1]))]  # `else:`, `)`, `pass` are everywhere
+    if removed and not any(resembles(hunk, i, targets, norm) for i in evidence):
         return "absent"  # nothing like the lines it removes is in the file: the code is not there
+    if not removed and not any(t in {t for _, t in targets} for _, k, t in rows if k == " " and not trivial(t)):
+        return "absent"  # an addition none of whose context is here (trivial lines aside): the code is not there
     have = {t for _, t in targets}
     added = {t for _, k, t in rows if k == "+"}
     if removed and added and added <= have and not any(norm(hunk.lines[i][1]) in have for i in removed):
@@ -734,12 +814,56 @@ def seq(rows: list, targets: list, hunk: Hunk, lines: list[str]) -> list[int]:
     return out
 
 
+TRIVIAL_WORDS = {"else", "pass", "return", "try", "finally", "continue", "break", "None", "True", "False", "self",
+                 "nullptr", "default", "public", "private", "protected", "0", "1"}
+
+
+def trivial(text: str) -> bool:
+    """A normalised line that is no evidence of where code is: brackets, `else:`,
+    `pass`, `return`, `return None;`, a blank (no other name or number in it)."""
+    return all(word in TRIVIAL_WORDS for word in re.findall(r"[A-Za-z_]\w*|\d+", text))
+
+
+def joins_the_removal(hunk: Hunk, keep: set[int], norm) -> bool:
+    """The kept rows `keep` hold a context line on each side of every removed
+    line, where the hunk has one there: only then do they, found in the file
+    without the removed lines, show the removal made (not lines gone with other
+    code in their place)."""
+    context = [i for i, (k, t) in enumerate(hunk.lines) if k == " " and norm(t)]
+    for row in (i for i, (k, _) in enumerate(hunk.lines) if k == "-"):
+        before, after = [i for i in context if i < row], [i for i in context if i > row]
+        if before and not keep.intersection(before) or after and not keep.intersection(after):
+            return False
+    return True
+
+
+def in_their_place(hunk: Hunk, targets: list, norm, near: int = 10) -> str | None:
+    """A hunk whose removed lines are not in the file, whose context on both sides of
+    them is (the nearest non-trivial line each, in order, at most `near` lines
+    apart): the first line that stands between them, where the removed lines were."""
+    rows = [(i, k, norm(t)) for i, (k, t) in enumerate(hunk.lines) if norm(t) and k != "+"]
+    removed = [n for n, (_, k, _) in enumerate(rows) if k == "-"]
+    if not removed:
+        return None
+    above = [t for _, k, t in rows[:removed[0]] if k == " " and not trivial(t)][-1:]
+    below = [t for _, k, t in rows[removed[-1] + 1:] if k == " " and not trivial(t)][:1]
+    if not above or not below:
+        return None
+    have = [t for _, t in targets]
+    for p in (p for p in range(len(have) - len(above) + 1) if have[p:p + len(above)] == above):
+        end = p + len(above)
+        for q in range(end + 1, min(end + near, len(have) - len(below)) + 1):
+            if have[q:q + len(below)] == below:
+                return have[end]
+    return None
+
+
 def resembles(hunk: Hunk, row: int, targets: list, norm=norm, at_least: float = 0.75, near: int = 8) -> bool:
     """Whether the removed line `row` is in the target, or a line close to it is with
     one of the hunk's context lines near it: the code is there and differs (failed),
     rather than not there at all (not-applicable)."""
     line = norm(hunk.lines[row][1])
-    context = {norm(t) for k, t in hunk.lines if k == " " and norm(t)}
+    context = {norm(t) for k, t in hunk.lines if k == " " and norm(t) and not trivial(norm(t))}
     for n, (_, text) in enumerate(targets):
         if text == line:
             return True
@@ -789,9 +913,22 @@ def splice(hunk: Hunk, lines: list[str], matched: list, core: list, norm=norm):
     return start, stop, out + lines[at:stop], added
 
 
-def flipped(hunk: Hunk) -> Hunk:
-    """The hunk undone: its added lines removed and its removed ones added."""
-    return dataclasses.replace(hunk, lines=tuple(({"+": "-", "-": "+"}.get(k, k), t) for k, t in hunk.lines))
+def post_image_here(hunk: Hunk, lines: list[str], matched: list, core: list, norm) -> bool:
+    """The hunk's post-image, comment lines included (blank lines aside), is the
+    target's text around the matched lines: the same lines, in order, from the
+    first row of its span to the last."""
+    first, last = hunk_span(hunk, core, norm)
+    wanted = [t.strip() for k, t in hunk.lines[first:last + 1] if k != "-" and t.strip()]
+    above = sum(k != "-" and bool(t.strip()) for k, t in hunk.lines[first:core[0][0]])
+    below = sum(k != "-" and bool(t.strip()) for k, t in hunk.lines[core[-1][0] + 1:last + 1])
+    start, stop = matched[0][0], matched[-1][0] + 1
+    while above and start > 0:
+        start -= 1
+        above -= bool(lines[start].strip())
+    while below and stop < len(lines):
+        below -= bool(lines[stop].strip())
+        stop += 1
+    return [t.strip() for t in lines[start:stop] if t.strip()] == wanted
 
 
 def align(hunk: Hunk, rows: range, lines: list[str], targets: range) -> dict[int, int]:
@@ -1004,7 +1141,7 @@ def diff_fix(patch: PatchFile, upstream: str, fix_id: str | None = None) -> Fix:
 
 def change_of(diff: FileDiff) -> FileChange:
     if diff.kind == "modified":
-        return FileChange(diff.path, DiffTransform(diff.path, diff.hunks), sites=len(diff.hunks))
+        return FileChange(diff.path, DiffTransform(diff.path, diff.hunks, diff.old_blob), sites=len(diff.hunks))
     if diff.kind == "renamed":
         return FileChange(diff.path, Renamed(diff.old_path, diff.path, diff.hunks))
     return FileChange(diff.path, whole_file(diff))

@@ -55,6 +55,7 @@ class FileDiff:
     kind: str  # "modified" | "added" | "deleted" | "renamed"
     hunks: tuple[Hunk, ...]
     old_path: str | None = None  # a rename's source
+    old_blob: str | None = None  # the pre-image's git blob id (abbreviated) from its `index` line
 
 
 @dataclass(frozen=True)
@@ -122,13 +123,22 @@ def parse_patch(text: str, name: str = "<diff>") -> PatchFile:
             "renamed" if patched.is_rename else "modified"
         path = repo_path(patched.source_file if kind == "deleted" else patched.target_file, name)
         old = repo_path(patched.source_file, name) if kind == "renamed" else None
-        files.append(FileDiff(path, kind, tuple(hunk_of(h) for h in patched), old))
+        files.append(FileDiff(path, kind, tuple(hunk_of(h) for h in patched), old, old_blob(patched.patch_info)))
     if not files:
         raise UserError(f"{name}: no file changes in it (not a unified diff?); nothing was written")
     seen = [f.path for f in files]
     if dup := sorted({p for p in seen if seen.count(p) > 1}):
         raise UserError(f"{name}: changes {dup[0]} twice; nothing was written")
     return PatchFile(name, tuple(files), text=text, **mail_header(text))
+
+
+def old_blob(info) -> str | None:
+    """The pre-image blob id a git diff's `index OLD..NEW` line names (None: no such line, or a new file)."""
+    found = next((m[1] for line in info or () if (m := INDEX_LINE.match(str(line)))), None)
+    return None if found is None or not found.strip("0") else found
+
+
+INDEX_LINE = re.compile(r"index ([0-9a-f]{7,64})\.\.[0-9a-f]{7,64}")
 
 
 def hunk_of(hunk) -> Hunk:
