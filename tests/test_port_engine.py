@@ -740,3 +740,72 @@ def test_what_the_engine_and_git_apply_write_on_the_floor_cases(tmp_path):
     print(f"\n{counts['cases']} floor cases: git apply right {counts['git right']}, wrong {counts['git wrong']}; "
           f"port engine right {counts['engine right']}, wrong {counts['engine wrong']}")
     assert counts["engine wrong"] == 0 and counts["git wrong"] > 0
+
+
+def test_a_hunk_whose_added_lines_repeat_its_context_is_judged_by_its_post_image(tmp_path):
+    """Issue 40 part 4, held-out release-branch backports refused as 'not idempotent':
+    a hunk adding a test that copies the one above it. Applied where the release
+    is some lines off, `git apply`'s text is right; a second port of the diff onto
+    that text cannot tell which copy is new, so the engine judges the result by
+    the diff's own lines (exactly its lines added), never by porting it again."""
+    body = "    x = make()\n    y = x + 1\n    assert y == 2\n"
+    before = f"from helpers import make\n\n\ndef test_a():\n{body}\n\ndef other():\n    pass\n"
+    after = before.replace("\n\ndef other", f"\n\ndef test_b():\n{body}\n\ndef other")
+    diff = git_diff(before, after, tmp_path)
+    for target in (before, "import sys\n" + before, before.replace("    pass\n", "    return 1\n")):
+        _, result = outcome(diff, target)
+        assert result.status is Status.APPLIED, result.detail
+        assert result.new_text == target.replace("\n\ndef other", f"\n\ndef test_b():\n{body}\n\ndef other")
+        assert git_apply(diff, target, tmp_path) in (None, result.new_text)
+        _, again = outcome(diff, result.new_text)  # never a third copy
+        assert again.status in (Status.ALREADY_APPLIED, Status.FAILED), again.detail
+
+
+def test_the_result_check_names_the_hunk_whose_lines_are_not_as_the_diff_has_them():
+    """check_edit, the check that replaced the second port: a result missing an added
+    line, keeping a removed one, or changing a line no hunk changes is refused, and
+    the message names the hunk (or the line)."""
+    from fixmono.engines.port import check_edit
+    from fixmono.model.errors import TransformFailed
+
+    (change,) = diff_fix(parse_patch("--- a/m.py\n+++ b/m.py\n@@ -1,3 +1,3 @@ def f(x):\n a = 1\n-b = 2\n+b = 3\n c = 4\n",
+                                     "p.patch"), "pytorch", "p").changes
+    (hunk,) = change.transform.hunks
+    source = "a = 1\nb = 2\nc = 4\n"
+    check_edit(source, "a = 1\nb = 3\nc = 4\n", [hunk])  # the diff's edit: no complaint
+    for result, words in (("a = 1\nb = 2\nb = 3\nc = 4\n", "a line it removes, `b = 2`"),
+                          ("a = 1\nc = 4\n", "a line it adds, `b = 3`"),
+                          ("a = 1\nb = 3\nc = 5\n", "no hunk of the diff changes")):
+        with pytest.raises(TransformFailed, match=re.escape(words)) as err:
+            check_edit(source, result, [hunk])
+        assert "no hunk" in words or hunk.label in str(err.value)
+
+
+@pytest.mark.parametrize("release", [
+    "def f(x):\n    if x:\n        y = 1\n    return y\n",  # the else branch the diff changes is not there
+    "def f(x):\n    if x:\n        y = 1\n    return y\n\n\ndef g(z):\n    if z:\n        pass\n    else:\n"
+    "        y = compute_default(z)\n    return y\n",  # ... and another function has an `else:` and a like line
+])
+def test_trivial_lines_are_no_evidence_that_the_code_is_there(tmp_path, release):
+    """A release lacking the code a hunk changes is not-applicable, even where its
+    trivial lines (`else:`, `return y`, brackets) stand in the file."""
+    before = "def f(x):\n    if x:\n        y = 1\n    else:\n        y = compute_default(x)\n    return y\n"
+    after = before.replace("compute_default(x)", "compute_default(x, strict=True)")
+    _, result = outcome(git_diff(before, after, tmp_path), release)
+    assert result.status is Status.NOT_APPLICABLE, result.detail
+
+
+@pytest.mark.parametrize("form, status", [
+    ("    b = call(\n        x,\n        y,\n        strict=True,\n    )\n", Status.ALREADY_APPLIED),  # wrapped
+    ("    b = call(x,\n             y, strict=True)\n", Status.ALREADY_APPLIED),
+    ("    b = call(\n        x, y, strict=False\n    )\n", Status.FAILED),  # wrapped, and other code
+    ("    b = call(\n        x, y\n    )\n", Status.FAILED),  # the pre-image wrapped: not applied, not placeable
+])
+def test_a_fix_present_on_other_line_breaks_is_found_as_tokens(tmp_path, form, status):
+    """Issue 40 part 4: upstream holds the fix with its arguments wrapped (black's
+    trailing comma too): already-applied, found as the same tokens, never failed."""
+    before = "import os\n\n\ndef f(x, y):\n    a = 1\n    b = call(x, y)\n    c = 3\n    return c\n"
+    after = before.replace("call(x, y)", "call(x, y, strict=True)")
+    release = before.replace("    b = call(x, y)\n", form)
+    _, result = outcome(git_diff(before, after, tmp_path), release)
+    assert result.status is status, result.detail

@@ -133,3 +133,36 @@ def test_a_hunk_that_shows_its_own_function_line(tmp_path):
                             "void Worker::Run() {\n  int budget = Budget(/*floor=*/1);\n")
     outcome = apply_change(port.changes[0], drifted)
     assert outcome.status is Status.APPLIED and outcome.new_text == fixed(drifted), outcome.detail
+
+
+@pytest.mark.parametrize("form, status", [
+    ("  Work(\n      std::max(budget, 0));\n", "already-applied"),  # the fixed statement over two lines
+    ("  Work(std::max(\n      budget,\n      0));\n", "already-applied"),
+    ("  Work(\n      std::max(budget, 1));\n", "failed"),  # over two lines, and other code
+])
+def test_a_cpp_fix_present_on_other_line_breaks_is_already_applied(tmp_path, fix, form, status):
+    """Issue 40 part 4: the fix upstream in a reflowed form (clang-format put the
+    statement over two lines) is found as the same tokens: already-applied, not failed."""
+    _, port = fix
+    (change,) = port.changes
+    head, worker = BASE.split("void Worker::Run() {\n", 1)
+    release = head + "void Worker::Run() {\n" + worker.replace("  Work(budget);\n", form, 1)
+    outcome = apply_change(change, release)
+    assert outcome.status.value == status, outcome.detail
+
+
+def test_a_cpp_comment_line_the_hunk_removes_is_removed_where_the_context_drifted(tmp_path):
+    """Issue 40 part 1 on the C/C++ path: a `//` line the hunk removes is gone from
+    the result when the hunk is placed on normalised lines, or the hunk fails."""
+    before = BASE.replace("void Worker::Run() {\n  int budget = Budget();\n",
+                          "void Worker::Run() {\n  int budget = Budget();\n  // TODO: clamp the budget\n")
+    after = before.replace("  // TODO: clamp the budget\n", "")
+    diff = git_diff(tmp_path, before, after)
+    (change,) = diff_fix(parse_patch(diff, "todo.patch"), "xla", "todo").changes
+    drifted = before.replace("  Prepare(budget);\n  Check(budget);\n", "  Prepare(budget);  // tuned\n  Check(budget);\n", 2)
+    outcome = apply_change(change, drifted)
+    assert outcome.status is Status.APPLIED and "TODO" not in outcome.new_text, outcome.detail
+    assert outcome.new_text == drifted.replace("  // TODO: clamp the budget\n", "")
+    other = drifted.replace("  // TODO: clamp the budget\n", "  // TODO: log the budget\n")
+    outcome = apply_change(change, other)  # another comment in its place: not the diff's line, not its post-image
+    assert outcome.status is Status.FAILED, outcome.detail

@@ -24,6 +24,7 @@ of something this release lacks, a helper that does not exist here): else
 from __future__ import annotations
 
 import ast
+import bisect
 import builtins
 import dataclasses
 import difflib
@@ -566,7 +567,11 @@ def place(hunk: Hunk, lines: list[str], expected: int, scopes: "Mapped | None", 
                 expected + hunk.new_start - hunk.start, alike, by_line)
     if at is not None:
         return at if at == "present" else (at, at + len(old), new, added_rows(hunk))
-    return place_normalised(hunk, lines, scopes, confirmed, top_level, unshown)
+    def in_scope(line: int) -> bool:
+        chain = scopes.chain(line + 1)
+        return fits(chain, wanted) and (not header or header[-1] in chain)
+
+    return place_normalised(hunk, lines, scopes, confirmed, top_level, unshown, in_scope)
 
 
 def normalised_places(hunk: Hunk, lines: list[str], scopes, confirmed) -> list[int]:
@@ -694,10 +699,11 @@ def exact(block: list[str], lines: list[str]) -> list[int]:
 
 
 def place_normalised(hunk: Hunk, lines: list[str], scopes, confirmed, top_level: bool = False,
-                     unshown: list[str] = ()):
+                     unshown: list[str] = (), in_scope=lambda line: True):
     """Steps 2 and 3: normalised lines, then trimmed context with the scope
     confirmed (the hunk's def/class, git's header, or the module's top level).
-    `unshown`: filled by `confirmed` with the defs it refused a trimmed place in."""
+    `unshown`: filled by `confirmed` with the defs it refused a trimmed place in;
+    `in_scope(line index)`: the line lies in the scope the diff names."""
     norm = scopes.norm
     rows = [(i, k, norm(t)) for i, (k, t) in enumerate(hunk.lines) if norm(t)]
     targets = [(i, norm(t)) for i, t in enumerate(lines) if norm(t)]
@@ -706,6 +712,7 @@ def place_normalised(hunk: Hunk, lines: list[str], scopes, confirmed, top_level:
         raise TransformFailed(f"{hunk.label}: no context to place its added lines by")
     olds = [(i, k, t) for i, k, t in rows if k != "+"]
     news = [(i, k, t) for i, k, t in rows if k != "-"]
+    stream = Tokens(lines, norm)
     for trim in range(0, 2 * MAX_TRIM + 1):  # fewest context lines dropped first, at most MAX_TRIM at each end
         for lead in range(max(trim - MAX_TRIM, 0), min(trim, MAX_TRIM) + 1):
             tail = trim - lead
@@ -729,6 +736,9 @@ def place_normalised(hunk: Hunk, lines: list[str], scopes, confirmed, top_level:
             p = choose(hunk, at_old, at_new, None, "its lines (as tokens)", (len(core_old), len(core_new)))
             if p == "present":
                 return p
+            if p is None and reflowed(hunk, core_old, core_new, lines, stream, confirmed, trim > 0) and \
+                    joins_the_removal(hunk, keep, norm):
+                return "present"  # its post-image here as the same tokens over other lines (wrapped, joined)
             if p is not None:
                 matched = targets[p:p + len(core_old)]
                 if [t for _, _, t in core_old] != [t for _, _, t in core_new]:
@@ -744,9 +754,10 @@ def place_normalised(hunk: Hunk, lines: list[str], scopes, confirmed, top_level:
         raise TransformFailed(f"{hunk.label}: the lines it removes (`{gone}`) are not here, and other code stands "
                               f"where they were (`{other}`); refusing to guess")
     evidence = [i for i in removed if not trivial(norm(hunk.lines[i][1]))]  # `else:`, `)`, `pass` are everywhere
-    if removed and not any(resembles(hunk, i, targets, norm) for i in evidence):
+    scoped = [t for t in targets if in_scope(t[0])]  # what the diff's scope holds here (the file, where none)
+    if removed and not any(resembles(hunk, i, scoped, norm) for i in evidence):
         return "absent"  # nothing like the lines it removes is in the file: the code is not there
-    if not removed and not any(t in {t for _, t in targets} for _, k, t in rows if k == " " and not trivial(t)):
+    if not removed and not any(t in {t for _, t in scoped} for _, k, t in rows if k == " " and not trivial(t)):
         return "absent"  # an addition none of whose context is here (trivial lines aside): the code is not there
     have = {t for _, t in targets}
     added = {t for _, k, t in rows if k == "+"}
@@ -762,6 +773,63 @@ def place_normalised(hunk: Hunk, lines: list[str], scopes, confirmed, top_level:
                       norm(hunk.lines[i][1]) not in have), None)
     raise TransformFailed(f"{hunk.label}: its context or removed lines are not in the file"
                           + (f" (e.g. `{differing}`)" if differing else "") + "; refusing to guess")
+
+
+TOKEN = re.compile(r"""[A-Za-z_]\w*|\d[\w.]*|"(?:\\.|[^"\\])*"|'(?:\\.|[^'\\])*'|\S""")
+
+
+def tokens(text: str) -> list[str]:
+    """A normalised line as tokens (names, numbers, strings with one kind of quote,
+    single punctuation characters)."""
+    return ['"' + t[1:-1] + '"' if t[0] == "'" else t for t in TOKEN.findall(text)]
+
+
+def without_trailing_commas(run: list) -> list:
+    """A token run (tokens, or (token, line) pairs) without the commas that stand before a closing bracket."""
+    text = [t if isinstance(t, str) else t[0] for t in run]
+    return [t for n, t in enumerate(run) if not (text[n] == "," and n + 1 < len(run) and text[n + 1] in ")]}")]
+
+
+class Tokens:
+    """The target's lines as one token stream (made when first asked), each token
+    with its line: code found across other line breaks (an argument list wrapped
+    or joined, a C++ statement over two lines) is found here."""
+
+    def __init__(self, lines: list[str], norm):
+        self.lines, self.norm = lines, norm
+
+    @functools.cached_property
+    def stream(self) -> tuple[str, list[int], list[int]]:
+        run = without_trailing_commas([(t, row) for row, line in enumerate(self.lines) for t in tokens(self.norm(line))])
+        starts, at = [], 0
+        for token, _ in run:
+            starts.append(at)
+            at += len(token) + 1
+        return "".join(f"{token}\0" for token, _ in run), starts, [row for _, row in run]
+
+    def find(self, wanted: list[str]) -> list[tuple[int, int]]:
+        """(first line, last line) of every place the token run `wanted` stands."""
+        text, starts, rows = self.stream
+        needle, found, at = "\0".join(wanted) + "\0", [], 0
+        while wanted and (at := text.find(needle, at)) != -1:
+            if at == 0 or text[at - 1] == "\0":
+                first = bisect.bisect_left(starts, at)
+                found.append((rows[first], rows[first + len(wanted) - 1]))
+            at += 1
+        return found
+
+
+def reflowed(hunk: Hunk, core_old: list, core_new: list, lines: list[str], stream: Tokens, confirmed,
+             trimmed: bool) -> bool:
+    """The hunk's post-image (`core_new`) is in the file as tokens, on other line
+    breaks, where its scope is, and its pre-image (`core_old`) is nowhere as tokens."""
+    changed = [t for _, k, t in core_new + core_old if k != " "]
+    if not changed or all(trivial(t) for t in changed):
+        return False
+    def places(rows):
+        wanted = without_trailing_commas([t for _, _, text in rows for t in tokens(text)])
+        return [(a, b) for a, b in stream.find(wanted) if confirmed(a, b, trimmed)]
+    return bool(places(core_new)) and not places(core_old)
 
 
 def hunk_span(hunk: Hunk, core: list, norm) -> tuple[int, int]:
@@ -852,9 +920,10 @@ def in_their_place(hunk: Hunk, targets: list, norm, near: int = 10) -> str | Non
     have = [t for _, t in targets]
     for p in (p for p in range(len(have) - len(above) + 1) if have[p:p + len(above)] == above):
         end = p + len(above)
-        for q in range(end + 1, min(end + near, len(have) - len(below)) + 1):
-            if have[q:q + len(below)] == below:
-                return have[end]
+        q = next((q for q in range(end, min(end + near, len(have) - len(below)) + 1)
+                  if have[q:q + len(below)] == below), end)  # the first after it: lines between, or none
+        if q > end:
+            return have[end]
     return None
 
 
