@@ -809,3 +809,17 @@ def test_a_fix_present_on_other_line_breaks_is_found_as_tokens(tmp_path, form, s
     release = before.replace("    b = call(x, y)\n", form)
     _, result = outcome(git_diff(before, after, tmp_path), release)
     assert result.status is status, result.detail
+
+
+def test_a_line_one_hunk_removes_and_another_adds_is_moved_not_refused(tmp_path):
+    """TE 2834e4ad83 on release_v2.1 (found by bench_backports): imports reordered,
+    `import pytest` removed by the first hunk and added back by the second. The
+    result check counts the diff's lines over all its hunks."""
+    middle = "".join(f"X{i} = {i}\n" for i in range(12))
+    before = f"import os\nimport pytest\nimport subprocess\n\n{middle}\ndef test():\n    return os\n"
+    after = before.replace("import pytest\n", "").replace("def test():\n", "import pytest\n\n\ndef test():\n")
+    diff = git_diff(before, after, tmp_path)
+    assert diff.count("\n@@ -") == 2, diff
+    _, result = outcome(diff, before)
+    assert result.status is Status.APPLIED and result.new_text == after == git_apply(diff, before, tmp_path), \
+        result.detail

@@ -285,26 +285,28 @@ class DiffTransform:
 def check_edit(source: str, new: str, hunks: list[Hunk]) -> None:
     """The result is the source with exactly the lines the changed `hunks` remove
     gone and the lines they add there (as sets of lines with their counts,
-    indentation and blank lines aside): the diff's own post-image, judged on the
-    result, whatever a second port of the diff would find in it."""
+    indentation and blank lines aside; a line one hunk removes and another adds
+    is moved): the diff's own post-image, judged on the result, whatever a
+    second port of the diff would find in it."""
     def count(lines) -> Counter:
         return Counter(stripped for line in lines if (stripped := line.strip()))
 
     before, after = count(lines_of(source)), count(lines_of(new))
+    net = Counter()
     for hunk in hunks:
-        removed = count(t for k, t in hunk.lines if k == "-")
-        added = count(t for k, t in hunk.lines if k == "+")
-        kept, lost = removed - added, added - removed
-        if stays := next((line for line in kept if after[line] > before[line] - kept[line]), None):
-            raise TransformFailed(f"{hunk.label}: a line it removes, `{stays}`, is still in the result; refusing it")
-        if missing := next((line for line in lost if after[line] < before[line] + lost[line]), None):
-            raise TransformFailed(f"{hunk.label}: a line it adds, `{missing}`, is not in the result; refusing it")
-    total = Counter()
-    for hunk in hunks:
-        total.update(count(t for k, t in hunk.lines if k == "+"))
-        total.subtract(count(t for k, t in hunk.lines if k == "-"))
-    if other := next((line for line in before | after if after[line] - before[line] != total[line]), None):
-        raise TransformFailed(f"the result changes `{other}`, which no hunk of the diff changes; refusing it")
+        net.update(count(t for k, t in hunk.lines if k == "+"))
+        net.subtract(count(t for k, t in hunk.lines if k == "-"))
+    wrong = next((line for line in before | after | +net | -net if after[line] - before[line] != net[line]), None)
+    if wrong is None:
+        return
+    hunk = next((h for h in hunks if any(k != " " and t.strip() == wrong for k, t in h.lines)), None)
+    if hunk is None:
+        raise TransformFailed(f"the result changes `{wrong}`, which no hunk of the diff changes; refusing it")
+    side = "removes" if net[wrong] < 0 else "adds"
+    state = "still in the result" if net[wrong] < 0 else "not in the result"
+    if net[wrong] == 0:
+        side, state = "moves", "not where the diff puts it"
+    raise TransformFailed(f"{hunk.label}: a line it {side}, `{wrong}`, is {state}; refusing it")
 
 
 def blob_id(text: str) -> str:
