@@ -75,7 +75,7 @@ def dist_name(project: Project) -> str:
 
 
 def package_name(project: Project) -> str:
-    return project.markers[0].removeprefix(project.wheel_root).split("/")[0]
+    return project.package or project.markers[0].removeprefix(project.wheel_root).split("/")[0]
 
 
 def wanted() -> list[tuple[str, str]]:
