@@ -215,6 +215,7 @@ def plain(old: str, new: str, before: str = "", hunk: str = HUNK) -> str:
     (plain("a/pkg/m.py", "b/pkg/m.py").replace("\n", "\r\n"), "pkg/m.py", 1),  # every line end made CRLF
     (plain("x/y/pkg/m.py", "x/y/pkg/m.py"), "pkg/m.py", 2),
     (plain("build/build.py.orig", "build/build.py"), "build/build.py", 0),  # diff -u FILE.orig FILE
+    (plain("build/build.py", "build/build.py.new"), "build/build.py", 0),  # diff -u FILE FILE.new
 ])
 def test_every_form_is_read_at_the_strip_level_the_upstream_says(text, path, level):
     patch = resolve_strip(parse_patch(text, "x.patch"), UPSTREAM.__contains__)
@@ -339,3 +340,13 @@ def test_a_quilt_series_strip_option_is_kept(tmp_path):
     (tmp_path / "series").write_text("p0.diff -p0\n")
     (patch,) = read_patches([str(tmp_path)], None)
     assert resolve_strip(patch, lambda path: path == "m.py").files[0].path == "pkg/m.py"
+
+
+@pytest.mark.parametrize("target", ["\n", "\r\n"])
+def test_a_diff_whose_every_line_end_became_crlf_fits_either_file(target):
+    """Before: its path was read as 'm.py\\r' and the fix was not-applicable."""
+    text = plain("a/pkg/m.py", "b/pkg/m.py").replace("\n", "\r\n")
+    (change,) = diff_fix(parse_patch(text, "crlf.patch"), "pytorch", "crlf").changes
+    assert change.path == "pkg/m.py"
+    result = apply_change(change, BEFORE.replace("\n", target))
+    assert result.status is Status.APPLIED and result.new_text == AFTER.replace("\n", target)

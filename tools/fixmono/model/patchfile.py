@@ -299,8 +299,10 @@ def paths_at(diff: FileDiff, level: int) -> list[str]:
     return [p for p in dict.fromkeys(strip_path(r, level) for r in (diff.raw[1], diff.raw[0]) if r) if p]
 
 
-def at_strip(patch: PatchFile, level: int, forced: bool = False) -> PatchFile:
-    """`patch` with its paths read at strip `level` (checked: inside the tree, each file once)."""
+def at_strip(patch: PatchFile, level: int, forced: bool = False, exists=None) -> PatchFile:
+    """`patch` with its paths read at strip `level` (checked: inside the tree, each
+    file once). A file a plain diff names twice (`diff -u m.py.orig m.py`) is at
+    the name after, unless only the name before `exists`."""
     if level < 0:
         raise UserError(f"--strip {level}: give a level of 0 or more")
     files = []
@@ -309,7 +311,8 @@ def at_strip(patch: PatchFile, level: int, forced: bool = False) -> PatchFile:
         if f.kind == "renamed":
             files.append(dataclasses.replace(f, path=new, old_path=old))
         else:
-            files.append(dataclasses.replace(f, path=new or old, old_path=None))
+            path = old if exists and old and new and not exists(new) and exists(old) else new or old
+            files.append(dataclasses.replace(f, path=path, old_path=None))
     seen = [f.path for f in files]
     if dup := sorted({p for p in seen if seen.count(p) > 1}):
         raise UserError(f"{patch.name}: changes {dup[0]} twice; nothing was written")
@@ -338,7 +341,7 @@ def resolve_strip(patch: PatchFile, exists, strip: int | None = None) -> PatchFi
     deepest = max(r.count("/") for f in patch.files for r in f.raw if r)
     for level in range(patch.min_strip, deepest + 1):
         if judged and all(any(exists(p) for p in paths_at(f, level)) for f in judged):
-            return at_strip(patch, level)
+            return at_strip(patch, level, exists=exists)
     if patch.convention is not None:
         return at_strip(patch, patch.convention)
     if not judged:
