@@ -132,10 +132,11 @@ def drift(*args, env: dict) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, env={**os.environ, **env}, timeout=600)
 
 
+@pytest.mark.parametrize("form", ["quilt", "p0"])
 @pytest.mark.parametrize("dist", sorted(DISTS))
-def test_drift_takes_any_pypi_name(tmp_path, dist):
+def test_drift_takes_any_pypi_name(tmp_path, dist, form):
     env = links(tmp_path, {"1.0": "x = 1\n", "1.1": MODULE, "1.2": LATER, "1.3": FIXED})
-    (tmp_path / "fix.patch").write_text(diff_of(DISTS[dist], "quilt"))
+    (tmp_path / "fix.patch").write_text(diff_of(DISTS[dist], form))
     proc = drift("--diff", tmp_path / "fix.patch", "--versions", f"{dist}=1.0,1.1,1.2,1.3", "--json", env=env)
     assert proc.returncode == 0, proc.stderr
     (cells,) = json.loads(proc.stdout)["matrix"].values()

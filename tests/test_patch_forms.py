@@ -220,3 +220,39 @@ def test_strip_is_for_diff(command):
                           env={**os.environ, "PYTHONPATH": str(REPO_ROOT / "tools"), "PIP_NO_INDEX": "1"})
     assert proc.returncode == 2 and "--strip N is for --diff" in proc.stderr, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("form", ["deeper", "quilt", "numbered"])
+def test_patch_env_and_status_take_every_form(tmp_path, form):
+    """No upstream to ask: a diff without a prefix is read at the level under which its
+    files are in a known project's package; a prefixed one at its prefix; a folder is a series."""
+    import difflib
+
+    from tests.test_patch_env import AFFECTED, MOE, fixed, fixmono, make_env
+
+    python, site = make_env(tmp_path, AFFECTED.before)
+    body = "".join(difflib.unified_diff(AFFECTED.before.splitlines(True), fixed(AFFECTED.before).splitlines(True),
+                                        "x", "y")).split("\n", 2)[2]
+    path = "src/" + MOE
+    old, new = {"deeper": (f"home/me/transformers/{path}", f"home/me/transformers/{path}"),
+                "quilt": (f"transformers-5.17.0.orig/{path}", f"transformers-5.17.0/{path}"),
+                "numbered": (f"a/{path}", f"b/{path}")}[form]
+    text = f"--- {old}\n+++ {new}\n{body}"
+    if form == "numbered":
+        (tmp_path / "series").mkdir()
+        (tmp_path / "series" / "0001-moe.patch").write_text(text)
+        patch = str(tmp_path / "series")
+    else:
+        (tmp_path / "fix.patch").write_text(text)
+        patch = str(tmp_path / "fix.patch")
+
+    def status() -> str:
+        proc = fixmono("status", "--python", str(python), "--diff", patch, "--json")
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout)["fixes"][0]["installed_files"]
+
+    assert status() == "not fixed"
+    proc = fixmono("patch-env", "--python", str(python), "--diff", patch)
+    assert proc.returncode == 0 and "patched" in proc.stdout, proc.stdout + proc.stderr
+    assert (site / MOE).read_text() == fixed(AFFECTED.before)
+    assert status() == "patched by fixmono"
