@@ -202,3 +202,33 @@ def test_patch_env_patches_any_installed_distribution_and_undoes_it(tmp_path, di
     undo = fixmono("patch-env", "--python", str(python), "--undo")
     assert undo.returncode == 0, undo.stdout + undo.stderr
     assert installed.read_text() == MODULE
+
+
+@pytest.mark.parametrize("spelling", ["torch", "pytorch"])
+def test_pip_upstream_takes_the_pypi_name_and_the_project_name(tmp_path, spelling):
+    folder = tmp_path / "wheels"
+    write_wheel(folder, "torch", "99.0.0", {"torch/__init__.py": "", "torch/optim/sched.py": MODULE})
+    (tmp_path / "fix.patch").write_text(diff_of("torch/optim/sched.py", "git"))
+    env = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(folder), "PIP_CONFIG_FILE": os.devnull,
+           "FIXMONO_CACHE": str(tmp_path / "cache")}
+    proc = make_patch("--diff", str(tmp_path / "fix.patch"), "--upstream", f"pip:{spelling}==99.0.0", "--check",
+                      "--json", env=env)
+    assert proc.returncode == 0, proc.stderr
+    (run,) = json.loads(proc.stdout)["runs"]
+    assert (run["project"], run["results"][0]["status"]) == ("pytorch", "applied")
+
+
+@pytest.mark.parametrize("spelling, project", [("torch", "pytorch"), ("pytorch", "pytorch"),
+                                               ("transformer-engine", "transformer-engine"), ("jaxlib", "jaxlib")])
+def test_import_upstream_takes_the_pypi_name_and_the_project_name(spelling, project):
+    from fixmono.cli.import_patch import parse_args
+
+    assert parse_args(["x.patch", "--upstream", spelling, "--into", str(REPO_ROOT)]).upstream == project
+
+
+def test_import_upstream_names_the_catalogue_projects():
+    from fixmono.cli.import_patch import parse_args
+    from fixmono.model.errors import UserError
+
+    with pytest.raises(UserError, match="not a project of the catalogue .*pytorch.*or their PyPI names"):
+        parse_args(["x.patch", "--upstream", "diffusers", "--into", str(REPO_ROOT)])

@@ -33,7 +33,7 @@ from fixmono.engines.imported import PATCH, diff_fix_of
 from fixmono.engines.port import project_of, slug
 from fixmono.model.errors import FixDeclarationError, UserError, one_line
 from fixmono.model.patchfile import PatchFile, at_strip, decode, parse_patch, series_sources, split_mails
-from fixmono.model.projects import PROJECTS
+from fixmono.model.projects import PROJECTS, named
 from fixmono.sources.git import clean_env, run_git
 from fixmono.sources.index import Deadline, read_capped
 from fixmono.sources.scratch import INTERRUPTS
@@ -59,13 +59,20 @@ def parse_args(argv: list[str]):
     p.add_argument("--from", dest="url", metavar="URL", help="a patch over HTTP(S) (a GitHub commit or pull "
                                                               "request page URL gets its .patch)")
     p.add_argument("--from-commit", metavar="CHECKOUT@REV", help="a commit (or A..B range) of a git checkout")
-    p.add_argument("--upstream", choices=sorted(PROJECTS), help="the project (default: from the patch's paths)")
+    p.add_argument("--upstream", metavar="PROJECT", help="the project, by its name or its PyPI name (default: from "
+                                                          "the patch's paths)")
     p.add_argument("--name", help="the folder name (one patch only; default: from its subject)")
     p.add_argument("--into", default=".", metavar="ROOT", help="the fixmono checkout to write into (default: .)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     if not (args.patches or args.series or args.url or args.from_commit):
         raise UserError("give PATCH files, --series DIR, --from URL or --from-commit CHECKOUT@REV")
+    if args.upstream is not None:
+        project = named(args.upstream)
+        if project is None or not project.markers:
+            raise UserError(f"--upstream {args.upstream}: not a project of the catalogue (known: "
+                            f"{', '.join(p.name for p in PROJECTS.values() if p.markers)}, or their PyPI names)")
+        args.upstream = project.name
     if args.name is not None and not re.fullmatch(r"[a-z][a-z0-9_]*", args.name):
         raise UserError(f"--name {args.name!r}: a folder name in snake_case (a-z, 0-9, _)")
     if not (Path(args.into) / "fixes" / "__init__.py").is_file():

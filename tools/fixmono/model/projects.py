@@ -57,11 +57,13 @@ def any_project(name: str, dist: str = "", wheel_root: str = "", package: str = 
 
 
 def pip_project(dist: str, paths=()) -> Project:
-    """The project of a PyPI distribution: the catalogue's (torch: pytorch), else
-    one of its own, its files under src/ in the repository where the diff's
-    `paths` are."""
+    """The project of a PyPI distribution, by either of its names (torch or
+    pytorch: the catalogue's), else one of its own, its files under src/ in the
+    repository where the diff's `paths` are."""
     name = dist.lower().replace("_", "-")
-    return by_dist(name) or any_project(name, name, "src/" if any(p.startswith("src/") for p in paths) else "")
+    known = named(name)
+    return known if known and known.dist else \
+        any_project(name, name, "src/" if any(p.startswith("src/") for p in paths) else "")
 
 
 def named(name: str) -> Project | None:

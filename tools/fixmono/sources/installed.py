@@ -79,7 +79,8 @@ def package_name(project: Project) -> str:
 
 
 def wanted() -> list[tuple[str, str]]:
-    return sorted({(dist_name(p), package_name(p)) for p in PROJECTS.values()})
+    """(distribution, package) of every project an environment may hold (a checkout's project of no fix: none)."""
+    return sorted({(dist_name(p), package_name(p)) for p in PROJECTS.values() if p.markers or p.package})
 
 
 @dataclass(frozen=True)

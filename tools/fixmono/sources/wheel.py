@@ -34,7 +34,7 @@ from pathlib import Path, PurePosixPath
 from urllib.parse import urlparse
 
 from fixmono.model.errors import NoPythonFiles, UserError, one_line
-from fixmono.model.projects import PROJECTS, Project, by_dist, pip_project, runs_on
+from fixmono.model.projects import PROJECTS, Project, named, pip_project, runs_on
 from fixmono.model.registry import discover
 from fixmono.model.shapes import SHA256, Maybe, OneOf, parsed
 from fixmono.sources.git import clean_env, run_git
@@ -113,8 +113,8 @@ def open_wheel(spec: str, rebuild: bool = False, full: bool = False, extra: froz
     if not match:
         raise UserError(f"--upstream {spec}: expected pip:NAME==VERSION")
     dist, version = match.groups()
-    project = pip_project(dist, extra) if any_project else by_dist(dist)
-    if project is None:
+    project = pip_project(dist, extra) if any_project else named(dist)
+    if project is None or not project.dist:
         known = ", ".join(p.dist for p in PROJECTS.values() if p.dist)
         raise UserError(f"--upstream {spec}: {dist} is not an upstream of any fix ({known})")
     extra = frozenset(extra) - catalogue_paths(project)  # the catalogue's own targets: its entry as it is
