@@ -80,7 +80,6 @@ class PatchFile:
     text: str = field(default="", repr=False)
     convention: int | None = None  # the strip level its form says (a/ b/, pkg.orig/ pkg/: 1), None: none
     strip: int = 0  # the level `files` are at
-    min_strip: int = 0  # 1 where its names carry a prefix (a/ b/, pkg.orig/ pkg/): never read at 0
     forced: bool = False  # the level was given (--strip N, a quilt series' -pN): resolve_strip keeps it
 
 
@@ -272,9 +271,8 @@ def parse_patch(text: str, name: str = "<diff>") -> PatchFile:
     if not files:
         raise UserError(f"{name}: no file changes in it (not a unified diff?); nothing was written")
     convention = strip_convention(files)
-    patch = PatchFile(name, tuple(files), text=text, convention=convention, min_strip=convention or 0,
-                      **mail_header(text))
-    return at_strip(patch, 0 if convention is None else convention)
+    patch = PatchFile(name, tuple(files), text=text, convention=convention, **mail_header(text))
+    return at_strip(patch, convention or 0)
 
 
 def strip_convention(files: list[FileDiff]) -> int | None:
@@ -339,7 +337,7 @@ def resolve_strip(patch: PatchFile, exists, strip: int | None = None) -> PatchFi
         return patch
     judged = [f for f in patch.files if f.kind != "added"]
     deepest = max(r.count("/") for f in patch.files for r in f.raw if r)
-    for level in range(patch.min_strip, deepest + 1):
+    for level in range(patch.convention or 0, deepest + 1):
         if judged and all(any(exists(p) for p in paths_at(f, level)) for f in judged):
             return at_strip(patch, level, exists=exists)
     if patch.convention is not None:
@@ -348,7 +346,7 @@ def resolve_strip(patch: PatchFile, exists, strip: int | None = None) -> PatchFi
         raise UserError(f"{patch.name}: it only adds files, and its names ({patch.files[0].raw[1]}) have no prefix "
                         "convention (a/ b/, pkg.orig/ pkg/) to strip by; give --strip N (as patch -pN)")
     raw = judged[0].raw[0] or judged[0].raw[1]
-    tried = ", ".join(p for n in range(patch.min_strip, deepest + 1) for p in paths_at(judged[0], n)[:1])
+    tried = ", ".join(p for n in range(patch.convention or 0, deepest + 1) for p in paths_at(judged[0], n)[:1])
     raise UserError(f"{patch.name}: {raw} is not in the upstream at any strip level (tried {tried}); "
                     "give the right --upstream, or --strip N (as patch -pN)")
 
