@@ -232,3 +232,19 @@ def test_import_upstream_names_the_catalogue_projects():
 
     with pytest.raises(UserError, match="not a project of the catalogue .*pytorch.*or their PyPI names"):
         parse_args(["x.patch", "--upstream", "diffusers", "--into", str(REPO_ROOT)])
+
+
+@pytest.mark.parametrize("form", ["git", "p0"])
+def test_a_diff_is_ported_onto_any_remote(tmp_path, form):
+    """--upstream file://REPO@REF of a vllm-shaped repository: the diff's paths at every level fetched."""
+    repo = checkout(tmp_path, "vllm")
+    bare = tmp_path / "served.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(repo), str(bare)], check=True)
+    git(bare, "config", "uploadpack.allowFilter", "true")
+    git(bare, "config", "uploadpack.allowAnySHA1InWant", "true")
+    (tmp_path / "fix.patch").write_text(diff_of(SHAPES["vllm"], form))
+    proc = make_patch("--diff", str(tmp_path / "fix.patch"), "--upstream", f"file://{bare}@HEAD", "--check",
+                      "--json", env={"FIXMONO_CACHE": str(tmp_path / "cache")})
+    assert proc.returncode == 0, proc.stderr
+    (run,) = json.loads(proc.stdout)["runs"]
+    assert (run["project"], run["results"][0]["status"]) == ("served", "applied")
