@@ -350,3 +350,23 @@ def test_a_diff_whose_every_line_end_became_crlf_fits_either_file(target):
     assert change.path == "pkg/m.py"
     result = apply_change(change, BEFORE.replace("\n", target))
     assert result.status is Status.APPLIED and result.new_text == AFTER.replace("\n", target)
+
+
+@pytest.mark.parametrize("paths, project", [
+    (["torch/nn/m.py", "torch/optim/o.py"], "pytorch"),
+    (["src/transformers/trainer.py"], "transformers"),
+    (["src/diffusers/a.py", "src/diffusers/b/c.py"], "diffusers"),  # a package of no fix: a project of its own
+    (["vllm/engine/a.py"], "vllm"),
+    (["torch/nn/m.py", "src/transformers/trainer.py"], None),  # two projects
+    (["src/diffusers/a.py", "vllm/b.py"], None),  # two packages
+    (["vllm/a.py", "setup.py"], None),  # a file outside any package
+])
+def test_the_project_of_a_patch_for_installed_files(paths, project):
+    from fixmono.engines.port import project_of
+
+    patch = parse_patch("".join(plain(f"a/{p}", f"b/{p}", hunk="@@ -1 +1 @@\n-a\n+b\n") for p in paths), "x.patch")
+    if project is None:
+        with pytest.raises(UserError, match="not all in one known project's package .*or all in one package"):
+            project_of(patch, any_package=True)
+    else:
+        assert project_of(patch, any_package=True) == project
