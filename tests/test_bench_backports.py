@@ -156,3 +156,11 @@ def test_main_tables_and_json(upstream, tmp_path, capsys):
     assert [(r["setting"], r["target"], r[bench.ENGINE]) for r in rows if r["main"] == upstream["scale"]] == [
         ("release", rows[0]["parent"], "identical"), ("older", "v1.0.0", "not-applicable"),
         ("older", "v1.1.1", "failed")]
+
+
+def test_cli_sample_agrees_with_the_in_process_engine(upstream, capsys):
+    """--cli N: the pairs (a repository of no catalogue project) through the real command."""
+    assert bench.sample(list(range(10)), 3) == [0, 4, 9] and bench.sample([1, 2], 5) == [1, 2]
+    assert bench.main([upstream["gitdir"], "--no-older", "--cli", "2"]) == 0
+    assert "CLI: 2 release-branch pair(s) through `python -m fixmono make-patch --diff`: 2 agree" \
+        in capsys.readouterr().out

@@ -54,7 +54,7 @@ def test_a_patch_that_does_not_fit_writes_nothing(tmp_path):
     proc = fixmono("patch-env", "--python", str(python), "--diff", other)
     assert proc.returncode == 1 and "not-applicable" in proc.stdout, proc.stdout + proc.stderr
     elsewhere = write_patch(tmp_path / "elsewhere.patch", "a = 1\n", "a = 2\n", "lib/other.py")
-    refused(fixmono("patch-env", "--python", str(python), "--diff", elsewhere), "not all in one known project")
+    refused(fixmono("patch-env", "--python", str(python), "--diff", elsewhere), "lib is not installed")  # a project of its own
     refused(fixmono("patch-env", "--python", str(python), "--diff", str(tmp_path / "missing.patch")),
             "No such file")
     refused(fixmono("patch-env", "--python", str(python), "--diff", other, "--all"), "not both")

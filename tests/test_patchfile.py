@@ -13,7 +13,7 @@ from fixmono.apply.contract import apply_change
 from fixmono.engines.port import diff_fix
 from fixmono.model.errors import UserError
 from fixmono.model.outcome import Status
-from fixmono.model.patchfile import parse_patch, read_patch
+from fixmono.model.patchfile import parse_patch, read_patch, read_patches, resolve_strip
 
 BEFORE = "def f(x):\n    y = x + 1\n    return y\n\n\ndef g(x):\n    return x\n"
 AFTER = "def f(x):\n    y = x + 2\n    return y\n\n\ndef g(x):\n    return x\n"
@@ -185,3 +185,188 @@ def test_an_added_and_a_deleted_file_are_placed_by_their_presence(tmp_path):
     assert taken.status is Status.FAILED and "refusing to overwrite" in taken.detail
     edited = outcome({"m.py": BEFORE, "old.py": "x = 2\n"})
     assert edited.status is Status.FAILED and "refusing to delete" in edited.detail
+
+
+# Every form of patch teams carry: the diff's own names kept, the strip level
+# decided as patch and git apply decide it (model/patchfile.resolve_strip).
+HUNK = "@@ -1,3 +1,3 @@\n def f(x):\n-    y = x + 1\n+    y = x + 2\n     return y\n"
+UPSTREAM = {"torch/utils/cpp_extension.py", "build/build.py", "src/diffusers/models/attn.py", "pkg/m.py"}
+
+
+def plain(old: str, new: str, before: str = "", hunk: str = HUNK) -> str:
+    return f"{before}--- {old}\n+++ {new}\n{hunk}"
+
+
+@pytest.mark.parametrize("text, path, level", [
+    # quilt/Debian -p1 with any first component
+    (plain("pytorch-2.7.0.orig/torch/utils/cpp_extension.py\t2025-01-01 00:00:00.000000000 +0000",
+           "pytorch-2.7.0/torch/utils/cpp_extension.py\t2025-01-02 00:00:00.000000000 +0000"),
+     "torch/utils/cpp_extension.py", 1),
+    (plain("pkg.orig/m.py", "pkg/m.py"), "m.py", 1),  # the convention says 1, even where m.py is not there
+    (plain("build/build.py", "build/build.py"), "build/build.py", 0),  # -p0
+    (plain("torch/utils/cpp_extension.py\t(revision 12)", "torch/utils/cpp_extension.py\t(working copy)",
+           "Index: torch/utils/cpp_extension.py\n===================================================================\n"),
+     "torch/utils/cpp_extension.py", 0),  # svn / Anaconda
+    (plain("src/diffusers/models/attn.py", "src/diffusers/models/attn.py",
+           "diff --git src/diffusers/models/attn.py src/diffusers/models/attn.py\nindex 1111111..2222222 100644\n"),
+     "src/diffusers/models/attn.py", 0),  # git diff --no-prefix
+    (plain("a/src/diffusers/models/attn.py", "b/src/diffusers/models/attn.py"), "src/diffusers/models/attn.py", 1),
+    (plain("a/repo/pkg/m.py", "b/repo/pkg/m.py"), "pkg/m.py", 2),  # made one folder up
+    (plain("a/pkg/m.py", "b/pkg/m.py").replace("\n", "\r\n"), "pkg/m.py", 1),  # every line end made CRLF
+    (plain("x/y/pkg/m.py", "x/y/pkg/m.py"), "pkg/m.py", 2),
+    (plain("build/build.py.orig", "build/build.py"), "build/build.py", 0),  # diff -u FILE.orig FILE
+    (plain("build/build.py", "build/build.py.new"), "build/build.py", 0),  # diff -u FILE FILE.new
+])
+def test_every_form_is_read_at_the_strip_level_the_upstream_says(text, path, level):
+    patch = resolve_strip(parse_patch(text, "x.patch"), UPSTREAM.__contains__)
+    assert ([f.path for f in patch.files], patch.strip) == ([path], level)
+    (change,) = diff_fix(patch, "pytorch", "forms").changes
+    assert apply_change(change, BEFORE).new_text == AFTER  # the hunk's text as written (CRs read as patch does)
+
+
+@pytest.mark.parametrize("text, words", [
+    (plain("build/other.py", "build/other.py"), r"build/other.py is not in the upstream at any strip level "
+                                                r"\(tried build/other.py, other.py\)"),
+    (plain("x/y/z.py", "x/y/z.py"), r"tried x/y/z.py, y/z.py, z.py\)"),
+    ("--- /dev/null\n+++ pkg/new.py\n@@ -0,0 +1 @@\n+a = 1\n", "only adds files.*give --strip N"),
+])
+def test_a_path_that_is_nowhere_is_one_line_naming_the_paths_tried(text, words):
+    with pytest.raises(UserError, match=words) as err:
+        resolve_strip(parse_patch(text, "x.patch"), UPSTREAM.__contains__)
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("text, level, paths", [
+    # added files decided by the other files of the patch, or by the a/ b/ or .orig convention
+    ("--- /dev/null\n+++ b/pkg/new.py\n@@ -0,0 +1 @@\n+a = 1\n", 1, ["pkg/new.py"]),
+    ("--- pkg.orig/new.py\t1970-01-01 00:00:00.000000000 +0000\n+++ pkg/new.py\n@@ -0,0 +1 @@\n+a = 1\n"
+     + plain("pkg.orig/m.py", "pkg/m.py"), 1, ["new.py", "m.py"]),
+    ("--- /dev/null\n+++ build/new.py\n@@ -0,0 +1 @@\n+a = 1\n" + plain("build/build.py", "build/build.py"), 0,
+     ["build/new.py", "build/build.py"]),
+])
+def test_an_added_file_goes_with_the_other_files_or_the_convention(text, level, paths):
+    patch = resolve_strip(parse_patch(text, "x.patch"), UPSTREAM.__contains__)
+    assert (patch.strip, [f.path for f in patch.files]) == (level, paths)
+
+
+@pytest.mark.parametrize("strip, path", [(0, "x/y/pkg/m.py"), (2, "pkg/m.py"), (3, "m.py")])
+def test_strip_n_forces_the_level(strip, path):
+    patch = resolve_strip(parse_patch(plain("x/y/pkg/m.py", "x/y/pkg/m.py"), "x.patch"), UPSTREAM.__contains__,
+                          strip)
+    assert [f.path for f in patch.files] == [path]
+    with pytest.raises(UserError, match="no more than 4 component"):
+        resolve_strip(parse_patch(plain("x/y/pkg/m.py", "x/y/pkg/m.py"), "x.patch"), UPSTREAM.__contains__, 4)
+
+
+@pytest.mark.parametrize("name", [".git/hooks/post-checkout", "pkg/.git/config", ".GIT/hooks/x", ".git /hooks/x",
+                                  ".git./hooks/x", "sub/.Git/info/attributes", "GIT~1/hooks/x",
+                                  ".g\u200cit/hooks/x"])
+@pytest.mark.parametrize("form", ["added", "modified", "deleted", "renamed onto", "renamed from"])
+def test_a_path_inside_a_git_directory_is_refused(name, form):
+    text = {"added": f"--- /dev/null\n+++ b/{name}\n@@ -0,0 +1 @@\n+exit 0\n",
+            "modified": plain(f"a/{name}", f"b/{name}", hunk="@@ -1 +1 @@\n-a\n+b\n"),
+            "deleted": f"--- a/{name}\n+++ /dev/null\n@@ -1 +0,0 @@\n-a\n",
+            "renamed onto": f"diff --git a/m.py b/{name}\nsimilarity index 100%\nrename from m.py\nrename to {name}\n",
+            "renamed from": f"diff --git a/{name} b/m.py\nsimilarity index 100%\nrename from {name}\nrename to m.py\n",
+            }[form]
+    with pytest.raises(UserError, match="inside a .git directory") as err:
+        parse_patch(text, "x.patch")
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("name", [".gitmodules", ".gitignore", "pkg/.gitattributes", ".github/workflows/ci.yml",
+                                  "pkg/my.git/m.py"])
+def test_names_that_only_look_like_git_are_taken(name):
+    (f,) = parse_patch(plain(f"a/{name}", f"b/{name}", hunk="@@ -1 +1 @@\n-a\n+b\n"), "x.patch").files
+    assert f.path == name
+
+
+@pytest.mark.parametrize("raw", ["a/m\x00od.py", "a/m\rod.py", "a/m\x1bod.py"])
+def test_a_control_character_in_a_path_is_one_line(raw):
+    text = f"--- {raw}\n+++ {raw.replace('a/', 'b/', 1)}\n@@ -1 +1 @@\n-a\n+b\n"
+    with pytest.raises(UserError, match="control character") as err:
+        parse_patch(text, "x.patch")
+    assert "\n" not in str(err.value)
+
+
+def test_a_quoted_git_name_is_unquoted(tmp_path):
+    text = format_patch(tmp_path, {"pkg/né.py": BEFORE}, {"pkg/né.py": AFTER}, "quoted")
+    assert '"a/pkg/n\\303\\251.py"' in text
+    assert [f.path for f in parse_patch(text).files] == ["pkg/né.py"]
+
+
+def series_of(tmp_path: Path, form: str) -> list[str]:
+    """Three patches of one change each, as a quilt folder, an mbox or a folder of NNNN-*.patch."""
+    mails = [f"From {'0' * 39}{n} Mon Sep 17 00:00:00 2001\nFrom: A <a@x>\nSubject: [PATCH] step {n}\n\n---\n"
+             + plain(f"a/pkg/m{n}.py", f"b/pkg/m{n}.py") for n in (1, 2, 3)]
+    folder = tmp_path / form
+    folder.mkdir()
+    if form == "mbox":
+        (folder / "all.mbox").write_text("".join(mails))
+        return [str(folder / "all.mbox")]
+    if form == "quilt":
+        for n, mail in zip((3, 1, 2), mails):  # the series file's order, not the names'
+            (folder / f"p{n}.diff").write_text(mail)
+        (folder / "series").write_text("# our patches\np3.diff -p1\n\np1.diff  # the first\np2.diff\n")
+        return [str(folder)]
+    for n, mail in enumerate(mails, 1):
+        (folder / f"{n:04d}-step-{n}.patch").write_text(mail)
+    (folder / "README").write_text("not a patch\n")
+    return [str(folder)]
+
+
+@pytest.mark.parametrize("form", ["quilt", "mbox", "numbered"])
+def test_a_series_is_read_in_order(tmp_path, form):
+    patches = read_patches(series_of(tmp_path, form), None)
+    assert [p.subject for p in patches] == ["step 1", "step 2", "step 3"]
+    assert [p.files[0].path for p in patches] == ["pkg/m1.py", "pkg/m2.py", "pkg/m3.py"]
+
+
+@pytest.mark.parametrize("series, words", [
+    ("p.diff -R\n", "-pN only"),
+    ("../p.diff\n", "outside the folder"),
+    ("# nothing\n", "lists no patches"),
+    ("missing.diff\n", "No such file"),
+])
+def test_a_bad_series_is_one_line(tmp_path, series, words):
+    (tmp_path / "p.diff").write_text(plain("a/pkg/m.py", "b/pkg/m.py"))
+    (tmp_path / "series").write_text(series)
+    with pytest.raises(UserError, match=words):
+        read_patches([str(tmp_path)], None)
+
+
+def test_a_quilt_series_strip_option_is_kept(tmp_path):
+    (tmp_path / "p0.diff").write_text(plain("pkg/m.py", "pkg/m.py"))
+    (tmp_path / "series").write_text("p0.diff -p0\n")
+    (patch,) = read_patches([str(tmp_path)], None)
+    assert resolve_strip(patch, lambda path: path == "m.py").files[0].path == "pkg/m.py"
+
+
+@pytest.mark.parametrize("target", ["\n", "\r\n"])
+def test_a_diff_whose_every_line_end_became_crlf_fits_either_file(target):
+    """Before: its path was read as 'm.py\\r' and the fix was not-applicable."""
+    text = plain("a/pkg/m.py", "b/pkg/m.py").replace("\n", "\r\n")
+    (change,) = diff_fix(parse_patch(text, "crlf.patch"), "pytorch", "crlf").changes
+    assert change.path == "pkg/m.py"
+    result = apply_change(change, BEFORE.replace("\n", target))
+    assert result.status is Status.APPLIED and result.new_text == AFTER.replace("\n", target)
+
+
+@pytest.mark.parametrize("paths, project", [
+    (["torch/nn/m.py", "torch/optim/o.py"], "pytorch"),
+    (["src/transformers/trainer.py"], "transformers"),
+    (["src/diffusers/a.py", "src/diffusers/b/c.py"], "diffusers"),  # a package of no fix: a project of its own
+    (["vllm/engine/a.py"], "vllm"),
+    (["torch/nn/m.py", "src/transformers/trainer.py"], None),  # two projects
+    (["src/diffusers/a.py", "vllm/b.py"], None),  # two packages
+    (["vllm/a.py", "setup.py"], None),  # a file outside any package
+])
+def test_the_project_of_a_patch_for_installed_files(paths, project):
+    from fixmono.engines.port import project_of
+
+    patch = parse_patch("".join(plain(f"a/{p}", f"b/{p}", hunk="@@ -1 +1 @@\n-a\n+b\n") for p in paths), "x.patch")
+    if project is None:
+        with pytest.raises(UserError, match="not all in one known project's package .*or all in one package"):
+            project_of(patch, any_package=True)
+    else:
+        assert project_of(patch, any_package=True) == project

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The port engine on real upstream backports (issue 34, benchmark b).
 
-    .venv/bin/python tools/bench_backports.py GITDIR [GITDIR...] [--limit N] [--verbose] [--json FILE]
+    .venv/bin/python tools/bench_backports.py GITDIR [GITDIR...] [--limit N] [--verbose] [--json FILE] [--cli N]
 
 GITDIR is a bare clone of an upstream repository. Its pairs (`select_pairs`,
 deterministic): a commit of a release branch (`release/2.5.x`, `release_v2.16`,
@@ -39,6 +39,12 @@ scratch folder: `git apply`, `git apply -C1`, `patch -p1 --fuzz=3`.
    have; else `broken`. Attempts where every removed line of the diff is in
    the file (stripped) are counted apart: there the code is there to change.
 3. Speed: the engine alone, parsing and porting every diff of setting 1.
+4. --cli N: N release-branch pairs, evenly spread, also through the real
+   command (`python -m fixmono make-patch --diff main.patch --upstream
+   CHECKOUT --out DIR --json`, the checkout a shared clone of GITDIR at the
+   backport's parent): its status must be the in-process engine's, and where
+   it applied, the files `git am` of its series gives must be the engine's
+   text. Exit 1 where one disagrees.
 
 Tables on stdout, progress on stderr; --verbose prints each engine `wrong`
 and `broken` case with a short diff; --json dumps one row per attempt.
@@ -50,6 +56,7 @@ import ast
 import dataclasses
 import difflib
 import json
+import os
 import re
 import subprocess
 import sys
@@ -451,6 +458,43 @@ def older_rows(gitdir: str, pair: Pair, patch: str, wanted: dict, verbose: bool)
     return rows
 
 
+def through_cli(gitdir: str, pair: Pair, patch: str) -> str | None:
+    """The pair's main diff through the real command onto a checkout of the backport's
+    parent: None where it agrees with the in-process engine, else what differs."""
+    files = {p: show(gitdir, pair.parent, p) for p in pair.paths}
+    mine = engine(patch, files)
+    plain = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}  # a local clone: file transport
+    with tempfile.TemporaryDirectory() as tmp:
+        repo, out = Path(tmp) / "checkout", Path(tmp) / "out"
+        for args in (["clone", "-q", "--shared", "--no-checkout", gitdir, str(repo)],
+                     ["-C", str(repo), "checkout", "-q", "--detach", pair.parent]):
+            subprocess.run(["git", *args], check=True, capture_output=True, env=plain)
+        (Path(tmp) / "main.patch").write_text(patch)
+        proc = subprocess.run([sys.executable, "-m", "fixmono", "make-patch", "--diff", str(Path(tmp) / "main.patch"),
+                               "--upstream", str(repo), "--out", str(out), "--json"], capture_output=True, text=True,
+                              env={**plain, "PYTHONPATH": str(Path(__file__).resolve().parent)})
+        if proc.returncode not in (0, 1) or not proc.stdout.startswith("{"):
+            return f"exit {proc.returncode}: {(proc.stderr.strip().splitlines() or ['?'])[-1]}"
+        (result,) = json.loads(proc.stdout)["runs"][0]["results"]
+        if result["status"] != mine.status:
+            return f"the command says {result['status']} ({result['detail'][:120]}), in-process {mine.status}"
+        if mine.status != "applied":
+            return None
+        subprocess.run(["git", "-C", str(repo), "-c", "user.name=bench", "-c", "user.email=bench@example.com", "am",
+                        "-q", *map(str, sorted(out.glob("0001-*.patch")))], check=True, capture_output=True,
+                       env=plain)
+        texts = {p: (repo / p).read_text() for p in pair.paths}
+        return None if texts == {p: mine.texts[p] for p in pair.paths} else \
+            f"its series gives other text:\n{short_diff(mine.texts, texts)}"
+
+
+def sample(items: list, count: int) -> list:
+    """`count` of `items`, evenly spread, the first and the last among them."""
+    if count >= len(items):
+        return list(items)
+    return [items[round(i * (len(items) - 1) / max(count - 1, 1))] for i in range(count)]
+
+
 def speed(inputs: list[tuple[str, dict]]) -> float:
     """Seconds the engine takes to parse and port every diff (setting 1's files, in memory)."""
     start = time.perf_counter()
@@ -505,11 +549,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--verbose", action="store_true", help="print each engine wrong/broken case with a diff")
     p.add_argument("--json", metavar="FILE", help="write one row per attempt here")
     p.add_argument("--no-older", action="store_true", help="setting 1 and the speed only")
+    p.add_argument("--cli", type=int, default=0, metavar="N",
+                   help="also run N release-branch pairs through the real command and check it agrees")
     args = p.parse_args(argv)
     if pyflakes_check is None:
         print("note: pyflakes is not importable: the older-release check runs without its undefined-name test",
               file=sys.stderr)
-    release, older, inputs = [], [], []
+    release, older, inputs, picked = [], [], [], []
     for gitdir in args.gitdirs:
         pairs = select_pairs(gitdir)[:args.limit]
         print(f"{repo_name(gitdir)}: {len(pairs)} pairs", file=sys.stderr, flush=True)
@@ -517,6 +563,7 @@ def main(argv: list[str] | None = None) -> int:
             patch, wanted = main_diff(gitdir, pair)
             row = release_branch_rows(gitdir, pair, patch, wanted, args.verbose)
             release.append(row)
+            picked.append((gitdir, pair, patch))
             inputs.append((patch, {p: show(gitdir, pair.parent, p) for p in pair.paths}))
             if not args.no_older:
                 older += older_rows(gitdir, pair, patch, wanted, args.verbose)
@@ -540,9 +587,18 @@ def main(argv: list[str] | None = None) -> int:
             print(older_table([r for r in older if r["repo"] == repo], repo))
         print(older_table(older, "All repositories"))
     print(f"Speed: the engine parsed and ported {len(inputs)} diffs (release-branch setting) in {seconds:.1f} s")
+    disagree = []
+    if args.cli > 0:
+        chosen = sample(picked, args.cli)
+        for gitdir, pair, patch in chosen:
+            if why := through_cli(gitdir, pair, patch):
+                disagree.append(f"{pair.repo} {pair.branch} {pair.main[:10]}: {why}")
+        print(f"CLI: {len(chosen)} release-branch pair(s) through `python -m fixmono make-patch --diff`: "
+              f"{len(chosen) - len(disagree)} agree with the in-process engine (status and text), "
+              f"{len(disagree)} do not" + "".join(f"\n- {line}" for line in disagree))
     if args.json:
         Path(args.json).write_text(json.dumps(release + older, indent=1, default=list))
-    return 0
+    return 1 if disagree else 0
 
 
 if __name__ == "__main__":

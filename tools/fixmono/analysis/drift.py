@@ -19,7 +19,7 @@ from fixmono.apply.run import run
 from fixmono.model.errors import NoPythonFiles, UserError
 from fixmono.model.fix import Fix
 from fixmono.model.outcome import Status
-from fixmono.model.projects import PROJECTS, range_specifier
+from fixmono.model.projects import PROJECTS, named, pip_project, range_specifier
 from fixmono.sources.index import Deadline, last_line, pip_stalled, pip_within, stalled
 from fixmono.sources.open import open_upstream
 from fixmono.sources.wheel import NEWER_PYTHONS
@@ -68,11 +68,14 @@ def static_patch(project: str, fix: Fix, patches: Path | None) -> Path | None:
     return found[0] if found else None
 
 
-def cell(fix: Fix, version: str, patches: Path | None, full_wheel: bool = False) -> Cell:
+def cell(fix: Fix, version: str, patches: Path | None, full_wheel: bool = False,
+         extra: frozenset | None = None) -> Cell:
+    """`extra`: the repository paths its wheel's scratch repository holds (a
+    --diff's paths at every strip level; default: the fix's files)."""
     project = PROJECTS[fix.upstream]
     try:
         upstream = open_upstream(f"pip:{project.dist}=={version}", full_wheel=full_wheel,
-                                 extra=frozenset(c.path for c in fix.changes))  # a --diff's files too
+                                 extra=extra or frozenset(c.path for c in fix.changes))  # a --diff's files too
     except NoPythonFiles as err:  # a meta-package release: it ships no target
         return Cell(version, Status.NOT_APPLICABLE.value, f"{err} (it ships no target)", "n/a")
     (outcome,) = run(upstream, [fix])
@@ -101,19 +104,27 @@ def chosen_fixes(ids: list[str] | None, fixes: list[Fix]) -> list[Fix]:
     return python_fixes(selected)
 
 
-def parse_versions(specs: list[str], fixes: list[Fix]) -> dict[str, list[str]]:
-    """--versions PROJECT=V1,V2 (repeatable), checked before anything is downloaded."""
-    targeted = {f.upstream for f in fixes}
+def parse_versions(specs: list[str], fixes: list[Fix] | None, paths: frozenset = frozenset()) -> dict[str, list[str]]:
+    """--versions PROJECT=V1,V2 (repeatable; PROJECT by its name here or its PyPI
+    name), checked before anything is downloaded. `fixes` None: a --diff's,
+    made for the project named (any PyPI distribution; `paths`: the diff's)."""
+    targeted = {f.upstream for f in fixes or ()}
     out = {}
     for spec in specs:
-        project, sep, listed = spec.partition("=")
-        if not sep:
+        given, sep, listed = spec.partition("=")
+        if not sep or not given.strip():
             raise UserError(f"--versions {spec!r}: expected PROJECT=V1,V2")
-        if project not in PROJECTS:
-            raise UserError(f"--versions {spec!r}: unknown project {project!r} (known: {', '.join(PROJECTS)})")
-        if project not in RANGES:
-            raise UserError(f"--versions {spec!r}: {project} fixes do not ship in wheels, there is nothing to check")
-        if project not in targeted:
+        known = named(given)
+        if known is None and fixes is not None:
+            raise UserError(f"--versions {spec!r}: unknown project {given!r} (known: "
+                            f"{', '.join(p.name for p in PROJECTS.values() if p.markers)}, or their PyPI names)")
+        if known is not None and not known.dist:
+            raise UserError(f"--versions {spec!r}: {known.name} fixes do not ship in wheels, there is nothing to "
+                            "check")
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", given):
+            raise UserError(f"--versions {spec!r}: {given!r} is not a PyPI name")
+        project = (known or pip_project(given, paths)).name
+        if fixes is not None and project not in targeted:
             raise UserError(f"--versions {spec!r}: none of the selected fixes targets {project}")
         if project in out:
             raise UserError(f"--versions {spec!r}: {project} given twice")
@@ -130,13 +141,13 @@ def parse_versions(specs: list[str], fixes: list[Fix]) -> dict[str, list[str]]:
 
 
 def matrix(fixes: list[Fix], versions: dict[str, list[str]], patches: Path | None, progress=lambda m: None,
-           full_wheel: bool = False) -> dict:
+           full_wheel: bool = False, extra: frozenset | None = None) -> dict:
     rows = {}
     for fix in python_fixes(fixes):
         cells = []
         for v in versions.get(fix.upstream, []):
             progress(f"{fix.id} @ {v}")
-            cells.append(cell(fix, v, patches, full_wheel))
+            cells.append(cell(fix, v, patches, full_wheel, extra))
         rows[fix.id] = cells
     return rows
 

@@ -21,15 +21,16 @@ from fixmono.analysis.envs import Base
 from fixmono.cli.early import exit_quietly
 from fixmono.cli.files import check_report_path, check_site_folder, write_report
 from fixmono.cli.guard import ArgumentParser, os_error_as_user_error, run_command, tool_name
-from fixmono.engines.port import diff_fixes
+from fixmono.engines.port import diff_fixes, project_of
 from fixmono.model.errors import UserError
-from fixmono.model.patchfile import read_patches
+from fixmono.model.patchfile import all_paths, read_patches, resolve_strip
 from fixmono.model.projects import PROJECTS, runs_on
 from fixmono.model.registry import discover
 from fixmono.output.html_report import write_site
 from fixmono.output.progress import Progress, step_done
 from fixmono.output.readmes import fix_readmes
 from fixmono.sources.installed import Environment
+from fixmono.sources.open import open_upstream
 from fixmono.sources.upstream import detect_project
 
 # the repository's checked-in series, when fixmono runs from the repository
@@ -44,6 +45,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="versions to check instead of the documented range")
     p.add_argument("--diff", action="append", default=[], metavar="FILE",
                    help="a patch file (format-patch mail or diff -u; '-': stdin) as a fix, instead of --fix")
+    p.add_argument("--strip", type=int, metavar="N",
+                   help="--diff: take N leading components off its paths (as patch -pN; default: the level under "
+                        "which its files are in the releases)")
     p.add_argument("--patches", type=Path, help="the static series (default: the repository's patches/)")
     p.add_argument("--out", type=Path, help="also write the report here")
     p.add_argument("--html", type=Path, metavar="DIR", help="also write the report as a static site (index.html, "
@@ -93,7 +97,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.diff and (args.fix or args.run or args.git is not None):
         raise UserError("--diff takes the place of --fix, over wheels; it has no reproducer to --run")
-    args.diff_fixes = diff_fixes(read_patches(args.diff, sys.stdin.buffer)) if args.diff else None
+    if args.strip is not None and not args.diff:
+        raise UserError("--strip N is for --diff (the level its paths are read at)")
+    args.patch_files = read_patches(args.diff, sys.stdin.buffer, args.strip) if args.diff else None
     if args.patches is None:
         args.patches = REPOSITORY_PATCHES if REPOSITORY_PATCHES.is_dir() else None
     return args
@@ -127,8 +133,11 @@ def behaviour_bases(args: argparse.Namespace) -> list[Base]:
 
 def over_wheels(args: argparse.Namespace) -> tuple[dict, int]:
     try:
-        fixes = chosen_fixes(None, args.diff_fixes) if args.diff_fixes else chosen_fixes(args.fix, discover())
-        chosen = parse_versions(args.versions, fixes)
+        if args.patch_files:
+            fixes, chosen, extra = diff_plan(args)
+        else:
+            fixes, extra = chosen_fixes(args.fix, discover()), None
+            chosen = parse_versions(args.versions, fixes)
         if args.out:
             check_report_path(args.out)
         if args.html:
@@ -140,8 +149,8 @@ def over_wheels(args: argparse.Namespace) -> tuple[dict, int]:
             args.ray_timeout = on_ray.answer_timeout(args.ray_timeout)
             cluster = on_ray.connect(args.ray, args.ray_timeout)
         versions = {project: chosen.get(project) or published_versions(PROJECTS[project].dist, RANGES[project])
-                    for project in sorted({f.upstream for f in fixes}) if project in RANGES}
-        rows = matrix(fixes, versions, args.patches, args.progress, args.full_wheel)
+                    for project in sorted({f.upstream for f in fixes}) if project in RANGES or project in chosen}
+        rows = matrix(fixes, versions, args.patches, args.progress, args.full_wheel, extra)
         lost = None
         if args.run and args.ray is not None:
             here, elsewhere = on_ray.runnable(fixes)
@@ -182,6 +191,35 @@ def over_wheels(args: argparse.Namespace) -> tuple[dict, int]:
 
 STATIC_OF_INSTALLED = {status.NOT_FIXED: "applied", status.FIXED: "already-applied", status.PATCHED_HERE: "applied",
                        status.NOT_APPLICABLE: "not-applicable", status.FAILED: "failed", status.BUILT_IN: "compiled"}
+
+
+def diff_plan(args: argparse.Namespace) -> tuple[list, dict[str, list[str]], frozenset]:
+    """--diff: its fixes, for the one project --versions names (any PyPI name) or
+    its paths are in (a catalogue project's package, over its documented range);
+    the strip level decided by the files of the releases checked, each read with
+    the diff's paths at every level (the cells read the same cache entries)."""
+    patches = args.patch_files
+    paths = frozenset().union(*(all_paths(patch) for patch in patches))
+    chosen = parse_versions(args.versions, None, paths)
+    if len(chosen) > 1:
+        raise UserError("--diff: give --versions for one project (the one its paths are in)")
+    try:
+        project = next(iter(chosen)) if chosen else project_of(patches[0])
+    except UserError as err:
+        raise UserError(f"{str(err).removesuffix('; nothing was written')}; or name it: --versions NAME=V1,V2 "
+                        "(any PyPI name)") from None
+    if project not in chosen and project not in RANGES:
+        raise UserError(f"--diff: {project} ships no wheels to check")
+    versions = chosen.get(project) or published_versions(PROJECTS[project].dist, RANGES[project])
+    there: set[str] = set()
+    for version in versions:
+        try:
+            there |= open_upstream(f"pip:{PROJECTS[project].dist}=={version}", args.full_wheel, paths,
+                                   any_project=True).files(paths)
+        except UserError:  # a release that cannot be read: its cell says why
+            continue
+    fixes = diff_fixes([resolve_strip(patch, there.__contains__) for patch in patches], project)
+    return chosen_fixes(None, fixes), {project: versions}, paths
 
 
 def over_installed(args: argparse.Namespace) -> tuple[dict, int]:

@@ -32,14 +32,13 @@ from fixmono.cli.guard import ArgumentParser, run_command
 from fixmono.engines.imported import PATCH, diff_fix_of
 from fixmono.engines.port import project_of, slug
 from fixmono.model.errors import FixDeclarationError, UserError, one_line
-from fixmono.model.patchfile import PatchFile, parse_patch
-from fixmono.model.projects import PROJECTS
+from fixmono.model.patchfile import PatchFile, at_strip, decode, parse_patch, series_sources, split_mails
+from fixmono.model.projects import PROJECTS, named
 from fixmono.sources.git import clean_env, run_git
 from fixmono.sources.index import Deadline, read_capped
 from fixmono.sources.scratch import INTERRUPTS
 
 PATCH_LIMIT = 16 << 20  # bytes of one --from answer
-MAIL = re.compile(rb"^From [0-9a-f]{40} ", re.M)  # where `git format-patch --stdout` starts each mail
 GITHUB = re.compile(r"^https://github\.com/[\w.-]+/[\w.-]+/(commit|pull)/\w+/?$")
 
 
@@ -60,13 +59,20 @@ def parse_args(argv: list[str]):
     p.add_argument("--from", dest="url", metavar="URL", help="a patch over HTTP(S) (a GitHub commit or pull "
                                                               "request page URL gets its .patch)")
     p.add_argument("--from-commit", metavar="CHECKOUT@REV", help="a commit (or A..B range) of a git checkout")
-    p.add_argument("--upstream", choices=sorted(PROJECTS), help="the project (default: from the patch's paths)")
+    p.add_argument("--upstream", metavar="PROJECT", help="the project, by its name or its PyPI name (default: from "
+                                                          "the patch's paths)")
     p.add_argument("--name", help="the folder name (one patch only; default: from its subject)")
     p.add_argument("--into", default=".", metavar="ROOT", help="the fixmono checkout to write into (default: .)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     if not (args.patches or args.series or args.url or args.from_commit):
         raise UserError("give PATCH files, --series DIR, --from URL or --from-commit CHECKOUT@REV")
+    if args.upstream is not None:
+        project = named(args.upstream)
+        if project is None or not project.markers:
+            raise UserError(f"--upstream {args.upstream}: not a project of the catalogue (known: "
+                            f"{', '.join(p.name for p in PROJECTS.values() if p.markers)}, or their PyPI names)")
+        args.upstream = project.name
     if args.name is not None and not re.fullmatch(r"[a-z][a-z0-9_]*", args.name):
         raise UserError(f"--name {args.name!r}: a folder name in snake_case (a-z, 0-9, _)")
     if not (Path(args.into) / "fixes" / "__init__.py").is_file():
@@ -74,52 +80,20 @@ def parse_args(argv: list[str]):
     return args
 
 
-def sources(args) -> list[tuple[str, bytes]]:
-    """(name, bytes) of every patch the arguments name, in order."""
-    found = []
+def sources(args) -> list[tuple[str, bytes, int | None]]:
+    """(name, bytes, strip level a quilt series gives) of every patch the arguments name, in order."""
     if args.patches.count("-") > 1:
         raise UserError("- (stdin) can be given once")
-    for name in args.patches:
-        found.append((name, sys.stdin.buffer.read() if name == "-" else read_file(Path(name))))
+    found = series_sources(args.patches, sys.stdin.buffer)
     if args.series:
-        found += quilt(Path(args.series))
-    if args.url:
-        found.append((args.url, download(args.url)))
-    if args.from_commit:
-        found.append((args.from_commit, commit_patches(args.from_commit)))
-    out = []
-    for name, data in found:
+        if not Path(args.series).is_dir():
+            raise UserError(f"--series {args.series}: not a folder")
+        found += series_sources([args.series], sys.stdin.buffer)
+    for name, data in ([(args.url, download(args.url))] if args.url else []) + \
+            ([(args.from_commit, commit_patches(args.from_commit))] if args.from_commit else []):
         mails = split_mails(data)
-        out += [(f"{name}#{n}" if len(mails) > 1 else name, mail) for n, mail in enumerate(mails, 1)]
-    return out
-
-
-def read_file(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except OSError as err:
-        raise UserError(f"{path}: {err.strerror or one_line(err)}") from None
-
-
-def split_mails(data: bytes) -> list[bytes]:
-    """An mbox of `git format-patch --stdout` mails, one patch each; anything else is one patch."""
-    starts = [m.start() for m in MAIL.finditer(data)]
-    if len(starts) < 2:
-        return [data]
-    return [data[a:b] for a, b in zip(starts, starts[1:] + [len(data)])]
-
-
-def quilt(folder: Path) -> list[tuple[str, bytes]]:
-    """The patches of a quilt series file, in order (`name [-pN]` per line, # comments)."""
-    series = folder / "series"
-    names = [line.split("#", 1)[0].split() for line in read_file(series).decode("utf-8", "replace").splitlines()]
-    names = [words[0] for words in names if words]
-    if not names:
-        raise UserError(f"{series}: lists no patches")
-    for name in names:
-        if Path(name).is_absolute() or ".." in Path(name).parts:
-            raise UserError(f"{series}: {name!r} is outside the folder")
-    return [(str(folder / name), read_file(folder / name)) for name in names]
+        found += [(f"{name}#{n}" if len(mails) > 1 else name, mail, None) for n, mail in enumerate(mails, 1)]
+    return found
 
 
 def download(url: str) -> bytes:
@@ -180,9 +154,10 @@ def plan(args) -> list[tuple[Path, dict[str, str | bytes], Imported]]:
     read = sources(args)
     if args.name and len(read) > 1:
         raise UserError(f"--name names one folder; these are {len(read)} patches")
-    for name, data in read:
+    for name, data, level in read:
         try:
             patch = parse_patch(decode(name, data), name)
+            patch = patch if level is None else at_strip(patch, level, forced=True)
         except UserError as err:
             raise UserError(one_line(err)) from None
         whole = [f"{f.path} ({f.kind})" for f in patch.files if f.kind in ("added", "deleted", "renamed")]
@@ -210,13 +185,6 @@ def plan(args) -> list[tuple[Path, dict[str, str | bytes], Imported]]:
         out.append((folder, files, Imported(folder, fix_id, len(fix.changes), sum(c.sites for c in fix.changes),
                                             kind)))
     return out
-
-
-def decode(name: str, data: bytes) -> str:
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise UserError(f"{name}: not UTF-8 text (byte {err.start}); nothing was written") from None
 
 
 def write(root: Path, folders: list[tuple[Path, dict[str, str | bytes]]], rows: list[str]) -> bool:

@@ -22,7 +22,7 @@ from fixmono.cli.render import table
 from fixmono.model.errors import UserError
 from fixmono.model.fix import Fix
 from fixmono.model.outcome import Status
-from fixmono.model.patchfile import read_patches
+from fixmono.model.patchfile import all_paths, read_patches, resolve_strip
 from fixmono.model.projects import PROJECTS, runs_on
 from fixmono.model.registry import discover
 from fixmono.output import publish
@@ -44,6 +44,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--diff", action="append", default=[], metavar="FILE",
                    help="a patch file (git format-patch mail or diff -u; '-': stdin) to port as a fix, instead of "
                         "fix ids (repeatable: a series, in order)")
+    p.add_argument("--strip", type=int, metavar="N",
+                   help="--diff: take N leading components off its paths (as patch -pN; default: the level under "
+                        "which its files are in the upstream)")
     p.add_argument("--upstream", metavar="PATH_OR_SPEC",
                    help="a git checkout, pip:NAME==VERSION, or 'default' (each project's default)")
     p.add_argument("--out", metavar="DIR",
@@ -94,10 +97,11 @@ def fixes_from_diffs(args: argparse.Namespace) -> list[Fix]:
         raise UserError("give --diff or fix ids/--all, not both")
     if args.upstream == "default" or args.check_upstream:
         raise UserError("--diff ports a patch onto one --upstream (a checkout, pip:NAME==VERSION or a remote)")
-    patches = read_patches(args.diff, sys.stdin.buffer)
-    extra = frozenset(f.path for patch in patches for f in patch.files)
-    project = open_upstream(args.upstream, full_wheel=args.full_wheel, extra=extra).project
-    return diff_fixes(patches, project.name)
+    patches = read_patches(args.diff, sys.stdin.buffer, args.strip)
+    args.diff_paths = frozenset().union(*(all_paths(patch) for patch in patches))  # at every strip level
+    upstream = open_upstream(args.upstream, full_wheel=args.full_wheel, extra=args.diff_paths, any_project=True)
+    there = upstream.files(args.diff_paths)
+    return diff_fixes([resolve_strip(patch, there.__contains__) for patch in patches], upstream.project.name)
 
 
 def check_options(args: argparse.Namespace) -> None:
@@ -105,6 +109,8 @@ def check_options(args: argparse.Namespace) -> None:
         value = getattr(args, option)
         if value is not None and not value.strip():
             raise UserError(f"--{option} is empty")
+    if args.strip is not None and not args.diff:
+        raise UserError("--strip N is for --diff (the level its paths are read at)")
     if args.check and (args.out or args.branch):
         raise UserError("--check writes nothing: it cannot be combined with --out or --branch")
     if args.branch and (args.upstream == "default" or args.upstream.startswith("pip:") or is_remote(args.upstream)):
@@ -126,8 +132,8 @@ def prepare(args: argparse.Namespace, spec: str, group: list[Fix]) -> publish.Jo
     """Open and validate one upstream, its --out and --branch; writes nothing."""
     if not spec:  # default mode, project without an obtainable default
         return publish.Job(group)
-    extra = frozenset(c.path for f in group for c in f.changes) if args.diff else frozenset()
-    upstream = open_upstream(spec, full_wheel=args.full_wheel, extra=extra)
+    extra = args.diff_paths if args.diff else frozenset()
+    upstream = open_upstream(spec, full_wheel=args.full_wheel, extra=extra, any_project=bool(args.diff))
     upstream.max_target_bytes = int(args.max_target_size * (1 << 20))
     if not args.all and not args.diff:
         for f in group:

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 from pathlib import Path
 
 from fixmono.cli.early import exit_quietly
 from fixmono.cli.guard import ArgumentParser, os_error_as_user_error, run_command, tool_name
 from fixmono.model.errors import UserError
+from fixmono.model.patchfile import read_patches
 from fixmono.output.wheel import check_patched, patch_wheel
 
 
@@ -17,8 +19,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p = ArgumentParser(prog=tool_name("patch_wheel"), description="apply a series' Python-only fixes to a built wheel")
     p.add_argument("wheel", type=Path, help="the wheel to patch (with --verify: a wheel patch_wheel wrote)")
     p.add_argument("series", type=Path, nargs="?", help="the folder make_patch wrote the series to")
-    p.add_argument("--diff", action="append", default=[], type=Path, metavar="FILE",
-                   help="a patch file to port onto the wheel's files instead of a series (repeatable, in order)")
+    p.add_argument("--diff", action="append", default=[], metavar="FILE",
+                   help="a patch file to port onto the wheel's files instead of a series (repeatable, in order; a "
+                        "quilt folder, a folder of NNNN-*.patch or an mbox: its patches in order)")
+    p.add_argument("--strip", type=int, metavar="N",
+                   help="--diff: take N leading components off its paths (as patch -pN; default: the level under "
+                        "which its files are in the wheel)")
     p.add_argument("--out", type=Path, default=Path("."), help="where the new wheel goes (default: here)")
     p.add_argument("--suffix", default="fixmono", help="local version label (default: fixmono)")
     p.add_argument("--expect-sha256", metavar="HEX", help="refuse the input wheel unless its sha256 is this")
@@ -32,6 +38,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         raise UserError("give a series folder or --diff files, not both")
     if not args.verify and args.series is None and not args.diff:
         raise UserError("the following arguments are required: series (or --diff FILE)")
+    if args.strip is not None and not args.diff:
+        raise UserError("--strip N is for --diff (the level its paths are read at)")
     if args.expect_sha256 is not None and not re.fullmatch(r"[0-9a-fA-F]{64}", args.expect_sha256):
         raise UserError(f"--expect-sha256 {args.expect_sha256!r} is not a sha256 (64 hex digits)")
     return args
@@ -42,7 +50,8 @@ def work(args: argparse.Namespace) -> tuple[dict, int]:
         if args.verify:
             origin, lines = check_patched(args.wheel)
             return {"wheel": str(args.wheel), "provenance": origin, "verified": lines}, 0
-        result = patch_wheel(args.wheel, args.series, args.out, args.suffix, args.expect_sha256, args.diff)
+        diffs = read_patches(args.diff, sys.stdin.buffer, args.strip) if args.diff else []
+        result = patch_wheel(args.wheel, args.series, args.out, args.suffix, args.expect_sha256, diffs)
     except OSError as err:  # an unreadable wheel, --out gone mid-run: bad input, not a bug
         raise os_error_as_user_error(err) from None
     return {"wheel": str(result.wheel), "fixes": result.fixes, "verified": result.verified}, 0

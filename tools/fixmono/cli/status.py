@@ -66,10 +66,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--diff", action="append", default=[], metavar="FILE",
                    help="the status of these patch files (git format-patch mail or diff -u; '-': stdin) instead of "
                         "the catalogue's fixes (repeatable)")
+    p.add_argument("--strip", type=int, metavar="N",
+                   help="--diff: take N leading components off its paths (as patch -pN; default: as patch-env)")
     args = p.parse_args(argv)
     if args.diff and args.run:
         raise UserError("--diff has no reproducer to --run")
-    args.diff_fixes = diff_fixes(read_patches(args.diff, sys.stdin.buffer)) if args.diff else None
+    if args.strip is not None and not args.diff:
+        raise UserError("--strip N is for --diff (the level its paths are read at)")
+    args.diff_fixes = diff_fixes(read_patches(args.diff, sys.stdin.buffer, args.strip), any_package=True) \
+        if args.diff else None
     if not args.timeout > 0:
         raise UserError("--timeout must be a positive number of seconds")
     return args

@@ -39,8 +39,8 @@ from fixmono.model.errors import NotApplicable, TargetSyntaxError, TransformFail
 from fixmono.model.errors import UserError
 from fixmono.model.fix import Dep3, FileChange, Fix, Rewrite
 from fixmono.model.outcome import FileOutcome, Status
-from fixmono.model.patchfile import FileDiff, Hunk, PatchFile, lines_of
-from fixmono.model.projects import PROJECTS
+from fixmono.model.patchfile import FileDiff, Hunk, PatchFile, lines_of, resolve_strip
+from fixmono.model.projects import PROJECTS, any_project
 
 MAX_TRIM = 3  # context lines `patch --fuzz=3` may ignore at each end; here only with the scope confirmed
 DEF = re.compile(r"^(\s*)(?:async\s+)?(?:def|class)\s+([A-Za-z_]\w*)")
@@ -1230,25 +1230,50 @@ def slug(patch: PatchFile) -> str:
     return "diff-" + "-".join(words[:8] or ["patch"])
 
 
-def project_of(patch: PatchFile) -> str:
-    """The upstream project whose package every file of the patch is in (torch/..., src/transformers/...)."""
-    def prefix(project) -> str:
-        return project.wheel_root + project.markers[0].removeprefix(project.wheel_root).split("/")[0] + "/"
-
-    found = {p.name for p in PROJECTS.values() for f in patch.files if f.path.startswith(prefix(p))}
-    if len(found) != 1 or not all(any(f.path.startswith(prefix(PROJECTS[n])) for n in found) for f in patch.files):
-        known = ", ".join(prefix(p) for p in PROJECTS.values())
-        raise UserError(f"{patch.name}: its files are not all in one known project's package ({known}); "
-                        "nothing was written")
-    return found.pop()
+def package_prefix(project) -> str:
+    """Where a catalogue project's package is in its repository (torch/, src/transformers/)."""
+    return project.wheel_root + project.markers[0].removeprefix(project.wheel_root).split("/")[0] + "/"
 
 
-def diff_fixes(patches: list[PatchFile], upstream: str | None = None) -> list[Fix]:
+def in_a_package(path: str) -> bool:
+    return any(path.startswith(package_prefix(p)) for p in PROJECTS.values() if p.markers)
+
+
+def project_of(patch: PatchFile, any_package: bool = False) -> str:
+    """The upstream project whose package every file of the patch is in
+    (torch/..., src/transformers/...). `any_package`: else the package
+    src/NAME/ or NAME/ every file is in is a project of its own (its
+    distribution taken to be NAME), for commands that act on installed files."""
+    catalogue = [p for p in PROJECTS.values() if p.markers]
+    found = {p.name for p in catalogue for f in patch.files if f.path.startswith(package_prefix(p))}
+    if len(found) == 1 and all(f.path.startswith(package_prefix(PROJECTS[n])) for n in found for f in patch.files):
+        return found.pop()
+    roots = {("src/" if f.path.startswith("src/") else "", f.path.removeprefix("src/").split("/")[0])
+             for f in patch.files if "/" in f.path.removeprefix("src/")}
+    if any_package and not found and len(roots) == 1 and len(patch.files) == sum(
+            "/" in f.path.removeprefix("src/") for f in patch.files):
+        ((root, package),) = roots
+        if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", package):
+            return any_project(package.lower().replace("_", "-"), package, root, package).name
+    known = ", ".join(package_prefix(p) for p in catalogue)
+    also = ", or all in one package src/NAME/ or NAME/" if any_package else ""
+    raise UserError(f"{patch.name}: its files are not all in one known project's package ({known}{also}); "
+                    "nothing was written")
+
+
+def diff_fixes(patches: list[PatchFile], upstream: str | None = None, any_package: bool = False) -> list[Fix]:
     """--diff FILE...: each patch a Fix, for `upstream` (else the project its paths
-    are in); ids made unique in series order."""
+    are in: project_of; a diff of no prefix convention is read at the strip level
+    under which its files are in a catalogue project's package, if there is one);
+    ids made unique in series order."""
     fixes, seen = [], set()
     for patch in patches:
-        fix = diff_fix(patch, upstream or project_of(patch))
+        if upstream is None and patch.convention is None:
+            try:
+                patch = resolve_strip(patch, in_a_package)
+            except UserError:
+                pass  # its own level: project_of says what it is not in
+        fix = diff_fix(patch, upstream or project_of(patch, any_package))
         base, n = fix.id, 2
         while fix.id in seen:  # two patches with one subject: numbered, in series order
             fix = dataclasses.replace(fix, id=f"{base}-{n}")

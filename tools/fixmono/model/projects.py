@@ -22,6 +22,7 @@ class Project:
     # the project whose repository holds this one's files too (jaxlib is built
     # from jax-ml/jax): its fixes also run on that project's checkouts
     part_of: str = ""
+    package: str = ""  # its top-level import package, where no marker names it (a project of no fix)
 
 
 PROJECTS: dict[str, Project] = {
@@ -41,6 +42,33 @@ PROJECTS: dict[str, Project] = {
                 drift_range=">=0.9.1,<0.13", part_of="jax"),
     )
 }
+
+
+def any_project(name: str, dist: str = "", wheel_root: str = "", package: str = "") -> Project:
+    """A project no fix of the catalogue targets (the upstream a --diff is ported
+    onto: any git checkout, any pip:NAME==VERSION), registered so that what looks
+    a fix's project up by name finds it. It has no markers: the catalogue's fixes
+    never run on it. A name a catalogue project has gets '-tree' added."""
+    while name in PROJECTS and PROJECTS[name].markers:
+        name += "-tree"
+    if name not in PROJECTS:
+        PROJECTS[name] = Project(name, dist, (), "", wheel_root=wheel_root, package=package)
+    return PROJECTS[name]
+
+
+def pip_project(dist: str, paths=()) -> Project:
+    """The project of a PyPI distribution, by either of its names (torch or
+    pytorch: the catalogue's), else one of its own, its files under src/ in the
+    repository where the diff's `paths` are."""
+    name = dist.lower().replace("_", "-")
+    known = named(name)
+    return known if known and known.dist else \
+        any_project(name, name, "src/" if any(p.startswith("src/") for p in paths) else "")
+
+
+def named(name: str) -> Project | None:
+    """A project by its name here (pytorch) or its PyPI name (torch)."""
+    return PROJECTS.get(name) or by_dist(name)
 
 
 def by_dist(dist: str) -> Project | None:

@@ -98,6 +98,8 @@ def refusal(fix: Fix, env: Environment, any_version: bool) -> str | None:
             confined(site, rel.rpartition("/")[0] + "/__pycache__")
     except UserError as err:
         return str(err).removesuffix("; nothing was changed")
+    if not project.markers:  # a diff's project of its own: no range of the catalogue's to be outside of
+        return None
     spec = checked_range(project)
     try:
         inside = spec is not None and spec.contains(Version(version), prereleases=True)
@@ -309,6 +311,8 @@ def sites(env: Environment, fixes: list[Fix] | None = None) -> list[Path]:
     (a link into another) is refused."""
     projects = {PROJECTS[f.upstream] for f in fixes} if fixes is not None else PROJECTS.values()
     found = {env.site(p) for p in projects if env.dist(dist_name(p))["version"] is not None and env.owns(env.site(p))}
+    if fixes is None:  # its own site-packages too: a --diff patched a distribution of no catalogue project there
+        found |= {Path(site) for site in env.sites}
     chosen = sorted(s for s in found if fixes is not None or (s / JOURNAL_DIR).is_dir())
     if fixes is None:
         return [own_site(site, env.prefix) for site in chosen]

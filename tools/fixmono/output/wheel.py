@@ -35,8 +35,8 @@ from fixmono.engines.port import diff_fixes
 from fixmono.model.errors import UserError
 from fixmono.model.fix import Fix
 from fixmono.model.outcome import Status
-from fixmono.model.patchfile import read_patch
-from fixmono.model.projects import by_dist
+from fixmono.model.patchfile import PatchFile, all_paths, resolve_strip
+from fixmono.model.projects import Project, by_dist, pip_project
 from fixmono.model.registry import discover
 from fixmono.model.shapes import parsed
 from fixmono.sources.git import clean_env, run_git
@@ -113,17 +113,23 @@ def make_out_dir(out_dir: Path) -> Path | None:
     return created
 
 
-def provenance(verified: VerifiedWheel, fixes: list[tuple[Path, Fix]], expected: str | None) -> dict:
+def provenance(verified: VerifiedWheel, fixes: list[tuple[Path, Fix]], expected: str | None,
+               texts: dict[str, bytes]) -> dict:
+    """`texts`: each fix's patch (by fix id)."""
     return {"tool": "fixmono", "tool_version": fixmono.__version__,
             "input": {"wheel": verified.path.name, "sha256": verified.sha256, "expected_sha256": expected},
-            "fixes": [{"id": fix.id, "patch": patch.name, "patch_sha256": hashlib.sha256(patch.read_bytes()).hexdigest()}
+            "fixes": [{"id": fix.id, "patch": patch.name, "patch_sha256": hashlib.sha256(texts[fix.id]).hexdigest()}
                       for patch, fix in fixes]}
 
 
-def diff_series(diffs: list[Path]) -> list[tuple[Path, Fix]]:
-    """--diff FILE...: each patch file a fix of its own, ported onto the wheel's files."""
-    fixes = diff_fixes([read_patch(path) for path in diffs])
-    return list(zip(diffs, fixes))
+def diff_series(patches: list[PatchFile], project: Project, members) -> list[tuple[Path, Fix]]:
+    """--diff FILE...: each patch a fix of its own for `project`, ported onto the
+    wheel's files (`members`: its names; the strip level decided by them)."""
+    def there(path: str) -> bool:
+        return path.startswith(project.wheel_root) and path.removeprefix(project.wheel_root) in members
+
+    fixes = diff_fixes([resolve_strip(patch, there) for patch in patches], project.name)
+    return [(Path(patch.name), fix) for patch, fix in zip(patches, fixes)]
 
 
 def port_into(root: Path, wheel_root: str, fix: Fix, patch: Path, wheel: str) -> None:
@@ -145,18 +151,23 @@ def port_into(root: Path, wheel_root: str, fix: Fix, patch: Path, wheel: str) ->
 
 
 def patch_wheel(wheel: Path, series: Path | None, out_dir: Path, suffix: str = "fixmono",
-                expect_sha256: str | None = None, diffs: list[Path] = ()) -> Result:
+                expect_sha256: str | None = None, diffs: list[PatchFile] = ()) -> Result:
+    """`diffs`: patch files (read_patches) ported onto the wheel's files instead
+    of a series; a wheel of any distribution takes them."""
     match = WHEEL_NAME.match(wheel.name)
     if not wheel.exists():
         raise UserError(f"{wheel}: no such file")
     if not wheel.is_file() or not match:
         raise UserError(f"{wheel}: not a wheel file (name-version-tags.whl)")
     checked = verify_wheel(wheel, expect_sha256)  # before any work: nothing of a bad wheel is used
-    project = by_dist(match["name"].replace("_", "-"))
-    if project is None:
+    if diffs:
+        project = pip_project(match["name"], frozenset().union(*(all_paths(patch) for patch in diffs)))
+    elif (project := by_dist(match["name"].replace("_", "-"))) is None:
         raise UserError(f"{wheel.name}: {match['name']} is not an upstream of any fix")
     version = new_version(match["version"], suffix)
-    fixes = diff_series(list(diffs)) if diffs else series_fixes(series)
+    fixes = diff_series(list(diffs), project, checked.members) if diffs else series_fixes(series)
+    texts = {fix.id: patch.text.encode() for patch, (_, fix) in zip(diffs, fixes)} if diffs else \
+        {fix.id: path.read_bytes() for path, fix in fixes}
     wrong = [fix.id for _, fix in fixes if fix.upstream != project.name]
     if wrong:
         raise UserError(f"series has fixes for another upstream than {project.name}: {', '.join(wrong)}")
@@ -183,7 +194,7 @@ def patch_wheel(wheel: Path, series: Path | None, out_dir: Path, suffix: str = "
                     first = (proc.stderr.strip().splitlines() or ["?"])[0]
                     raise UserError(f"{patch.name} does not apply to {wheel.name}: {first}")
             rename_dist_info(root, checked.dist_info, f"{match['name']}-{version}.dist-info", version,
-                             provenance(checked, fixes, expect_sha256))
+                             provenance(checked, fixes, expect_sha256, texts))
             repack(root, built)
             verified = verify(built, project.wheel_root, [fix for _, fix in fixes])
             built.replace(target)

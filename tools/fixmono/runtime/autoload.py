@@ -30,7 +30,7 @@ class TriggerFinder(importlib.abc.MetaPathFinder):
         self.value = value
         self.pending: dict[str, list] | None = None  # trigger module -> fixes waiting for it
         self.busy: set[str] = set()
-        self.packages = {package_name(p) for p in PROJECTS.values()}
+        self.packages = {package_name(p) for p in PROJECTS.values() if p.markers or p.package}
 
     def find_spec(self, name, path=None, target=None):
         if self.pending is None:

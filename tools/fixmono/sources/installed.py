@@ -75,11 +75,12 @@ def dist_name(project: Project) -> str:
 
 
 def package_name(project: Project) -> str:
-    return project.markers[0].removeprefix(project.wheel_root).split("/")[0]
+    return project.package or project.markers[0].removeprefix(project.wheel_root).split("/")[0]
 
 
 def wanted() -> list[tuple[str, str]]:
-    return sorted({(dist_name(p), package_name(p)) for p in PROJECTS.values()})
+    """(distribution, package) of every project an environment may hold (a checkout's project of no fix: none)."""
+    return sorted({(dist_name(p), package_name(p)) for p in PROJECTS.values() if p.markers or p.package})
 
 
 @dataclass(frozen=True)

@@ -140,8 +140,9 @@ def fetch_paths(repo: Path, spec: str, head: str, paths: list[str]) -> tuple[int
     return len(blobs), len(absent)
 
 
-def open_remote(spec: str) -> Upstream:
-    """An Upstream reading REF of the remote, its markers and targets present."""
+def open_remote(spec: str, extra: frozenset = frozenset(), any_project: bool = False) -> Upstream:
+    """An Upstream reading REF of the remote, its markers and targets present
+    (and the paths `extra`: a --diff's files; `any_project`: see open_upstream)."""
     url, ref = parse(spec)
     repo = cache_repository(url)
     with locked(repo):
@@ -154,10 +155,11 @@ def open_remote(spec: str) -> Upstream:
         head = run_git(repo, "rev-parse", "--verify", "-q", f"{local}^{{commit}}", env=clean_env()).stdout.strip()
         if not head:
             raise UserError(f"--upstream {spec}: {ref} is not a commit")
-        found, fetched = fetch_paths(repo, spec, head, wanted_paths())
+        found, fetched = fetch_paths(repo, spec, head, sorted(set(wanted_paths()) | set(extra)))
         received = pack_bytes(repo) - before
         print(f"make_patch: {ref} is {head[:12]}; received {received / 1024:.1f} KiB "
               f"({fetched} of the {found} file(s) read were not cached)", file=sys.stderr)
     upstream = Upstream(spec, repo, Checkout(repo), repo, head, "sha1", label=f"{url} @ {head[:12]} ({ref})")
-    upstream.project = detect_project(upstream, spec)
+    upstream.project = detect_project(upstream, spec, url.rstrip("/").rsplit("/", 1)[-1].removesuffix(".git")
+                                      if any_project else None)
     return upstream

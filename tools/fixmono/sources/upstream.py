@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fixmono.model.errors import UserError, Unreadable, one_line
-from fixmono.model.projects import PROJECTS, Project
+from fixmono.model.projects import PROJECTS, Project, any_project
 from fixmono.sources.git import Checkout
 from fixmono.sources.scratch import ScratchRepo
 
@@ -59,6 +59,8 @@ class Upstream(Source):
         if not self.spec.startswith("pip:"):
             return f"not at HEAD {self.head[:12]}"
         release = self.spec[4:]
+        if not self.project.markers:  # a project of no fix: nothing known of what its wheel carries
+            return f"not in {release} (its wheel has no such file)"
         for part in PROJECTS.values():  # a file of a wheel built from the same repository (jaxlib for jax)
             if part.part_of == self.project.name and any(path.startswith(m.split("/")[0] + "/") for m in part.markers):
                 return f"not in {release}: it ships in the {part.dist} wheel (--upstream pip:{part.dist}==VERSION)"
@@ -86,6 +88,11 @@ class Upstream(Source):
             found[path] = tuple(info.split())
         return found
 
+    def files(self, paths) -> set[str]:
+        """Those of `paths` that are files at HEAD (a --diff's strip level is decided by them)."""
+        return {path for path, (_, kind, _, _) in self.entries(*sorted(paths)).items() if kind == "blob"} \
+            if paths else set()
+
     def read(self, path: str) -> bytes | None:
         """The file's bytes at HEAD, or None when HEAD has no such file."""
         entry = self.entries(path).get(path)
@@ -111,7 +118,7 @@ def cache_dir() -> Path:
     return Path(os.environ.get("FIXMONO_CACHE") or Path.home() / ".cache" / "fixmono")
 
 
-def open_checkout(spec: str) -> Upstream:
+def open_checkout(spec: str, any_project: bool = False) -> Upstream:
     try:
         path = Path(spec).expanduser()
     except RuntimeError:  # ~user of no such user
@@ -122,7 +129,7 @@ def open_checkout(spec: str) -> Upstream:
         raise UserError(f"--upstream {spec}: not a directory")
     upstream = open_repository(path.resolve(), spec)
     check_clean(upstream.checkout, spec)
-    upstream.project = detect_project(upstream, spec)
+    upstream.project = detect_project(upstream, spec, path.resolve().name if any_project else None)
     branch = upstream.checkout.git("symbolic-ref", "-q", "--short", "HEAD").stdout.strip()
     upstream.label = f"{spec} @ {upstream.head[:12]} ({branch or 'detached HEAD'})"
     return upstream
@@ -180,12 +187,16 @@ def check_clean(checkout: Checkout, spec: str) -> None:
                         "commit or stash them (make_patch works from HEAD)")
 
 
-def detect_project(upstream: Upstream, spec: str) -> Project:
+def detect_project(upstream: Upstream, spec: str, any_name: str | None = None) -> Project:
+    """The catalogue project whose marker files are at HEAD; else, where
+    `any_name` is given (a --diff needs no catalogue), a project of that name."""
     markers = [m for p in PROJECTS.values() for m in p.markers]
     present = upstream.entries(*markers)
     for project in PROJECTS.values():
         if any(m in present for m in project.markers):
             return project
+    if any_name:
+        return any_project(any_name)
     known = ", ".join(PROJECTS)
     raise UserError(f"--upstream {spec}: not a known upstream ({known}); "
                     "none of their marker files is at HEAD")

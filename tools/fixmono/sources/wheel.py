@@ -34,7 +34,7 @@ from pathlib import Path, PurePosixPath
 from urllib.parse import urlparse
 
 from fixmono.model.errors import NoPythonFiles, UserError, one_line
-from fixmono.model.projects import PROJECTS, Project, by_dist, runs_on
+from fixmono.model.projects import PROJECTS, Project, named, pip_project, runs_on
 from fixmono.model.registry import discover
 from fixmono.model.shapes import SHA256, Maybe, OneOf, parsed
 from fixmono.sources.git import clean_env, run_git
@@ -102,16 +102,19 @@ class WheelUpstream(Upstream):
         return data
 
 
-def open_wheel(spec: str, rebuild: bool = False, full: bool = False, extra: frozenset = frozenset()) -> WheelUpstream:
+def open_wheel(spec: str, rebuild: bool = False, full: bool = False, extra: frozenset = frozenset(),
+               any_project: bool = False) -> WheelUpstream:
     """The wheel of `spec` as a scratch repository of the catalogue's targets
     (and the repository paths `extra`: a --diff's files, kept in a cache entry
-    of their own so the catalogue's tree and BASE stay the same)."""
+    of their own so the catalogue's tree and BASE stay the same). With
+    `any_project`, a distribution no fix targets is a project of its own (its
+    files under src/ in the repository where the paths `extra` are)."""
     match = PIP_SPEC.match(spec)
     if not match:
         raise UserError(f"--upstream {spec}: expected pip:NAME==VERSION")
     dist, version = match.groups()
-    project = by_dist(dist)
-    if project is None:
+    project = pip_project(dist, extra) if any_project else named(dist)
+    if project is None or not project.dist:
         known = ", ".join(p.dist for p in PROJECTS.values() if p.dist)
         raise UserError(f"--upstream {spec}: {dist} is not an upstream of any fix ({known})")
     extra = frozenset(extra) - catalogue_paths(project)  # the catalogue's own targets: its entry as it is
