@@ -823,3 +823,27 @@ def test_a_line_one_hunk_removes_and_another_adds_is_moved_not_refused(tmp_path)
     _, result = outcome(diff, before)
     assert result.status is Status.APPLIED and result.new_text == after == git_apply(diff, before, tmp_path), \
         result.detail
+
+
+def test_the_named_line_decides_between_places_of_the_named_scope_only_where_the_file_above_is_level(tmp_path):
+    """TE 80222dc0c7 on release_v0.13 (found by bench_backports): the hunk's lines
+    stand in two methods of the class its header names. Where the file above holds
+    as many lines as the diff's, the line it names decides (as git apply, and right);
+    where the release is lines off and nothing anchors it, it is failed; without a
+    header (plain diff -u), only the pre-image's blob id would let it decide."""
+    check = "        w = 0\n        x = prepare()\n        y = run(x)\n        assert y\n        return y\n"
+    methods = "".join(f"    def test_{n}(self):\n{check}\n" for n in ("one", "two"))
+    before = f"from t import prepare, run\n\n\nclass TestLayer:\n{methods}"
+    lines = before.splitlines(keepends=True)
+    second = [i for i, line in enumerate(lines) if "assert y" in line][1]
+    lines[second] = "        assert y, 'two'\n"
+    diff = git_diff(before, "".join(lines), tmp_path)
+    release = before.replace("from t import", "from tt import")  # not the pre-image, as many lines
+    _, result = outcome(diff, release)
+    assert result.status is Status.APPLIED and result.new_text == git_apply(diff, release, tmp_path), result.detail
+    _, result = outcome(diff, "import os\n" + release)  # a line off: which method, only the line would say
+    assert result.status is Status.FAILED and "fit 2 places" in result.detail, result.detail
+    _, result = outcome(plain(diff), release)  # no header, no index line
+    assert result.status is Status.FAILED, result.detail
+    _, result = outcome(diff, before)  # the pre-image itself (the diff's index line): the line decides
+    assert result.status is Status.APPLIED and result.new_text == "".join(lines), result.detail

@@ -240,15 +240,16 @@ class DiffTransform:
         lines = lines_of(source)
         changed, present, absent = [], [], []
         offset = drift = 0  # lines added before the next hunk; how far from its named line the last one sat
-        # line numbers decide between places only where the file is the diff's own pre-image (its blob id), or
-        # where the hunk before was placed by its text alone (the next one is as far from it as in the diff)
+        # line numbers decide between places only where the file is the diff's own pre-image (its blob id),
+        # where the hunk before was placed by its text alone (the next one is as far from it as in the diff),
+        # or between places of the scope the diff names, at exactly the line it names (place())
         pre_image = self.old_blob is not None and blob_id(source).startswith(self.old_blob)
         anchored = pre_image
         for n, hunk in enumerate(self.hunks):
             expected = hunk.start - 1 + offset + drift  # as git apply looks first: shifted as the hunk before
             alike = sum(h.old == hunk.old and h.new == hunk.new for h in self.hunks[n:])  # it and those after it
             by_line: list[int] = []  # filled where the line number chose among several places
-            result = place(hunk, lines, expected, scopes, alike, by_line if not anchored else None)
+            result = place(hunk, lines, expected, scopes, alike, by_line if not anchored else None, drift == 0)
             anchored = pre_image or not by_line
             if result == "present":
                 present.append(hunk.label)
@@ -496,14 +497,17 @@ class Renamed:
 
 
 def place(hunk: Hunk, lines: list[str], expected: int, scopes: "Mapped | None", alike: int = 1,
-          by_line: list[int] | None = None):
+          by_line: list[int] | None = None, level: bool = False):
     """Where `hunk` goes in `lines` (`scopes`: the file's, None outside Python
     and C/C++): (start, stop, replacement lines, rows of added lines in the
     replacement), "present", or "absent"; TransformFailed when unsure.
     `alike`: how many hunks from this one on make this same edit. `by_line`:
     None where the line number may decide between places (the file is the
     pre-image, or the hunk before was placed by its text); else a list that
-    gets the place where only the line number would tell (not taken: failed)."""
+    gets the place where only the line number would tell (not taken: failed).
+    `level`: the file above holds as many lines as the diff's (the line it
+    names is the line here): between places of a scope the diff names, which
+    the text cannot tell apart, that line decides, as `git apply` has it."""
     if scopes is None:
         return place_exactly(hunk, lines, expected, by_line)
     python = isinstance(scopes.scopes, Scopes)
@@ -522,6 +526,8 @@ def place(hunk: Hunk, lines: list[str], expected: int, scopes: "Mapped | None", 
 
     if python and any((m := DEF.match(t)) and not m[1] for k, t in hunk.lines if k == " "):
         header = []  # the hunk shows its own top-level def/class: git's header names what lies above it
+    if by_line is not None and level and (wanted or header or hunk.header.strip()):
+        by_line = None  # the line it names, under the header it names, with as many lines above as the diff had
 
     # a hunk under a module-level statement (no def/class in its context above the change, git's header a
     # statement such as `REQUIRED = [` or `if _AVAILABLE:`, the nearest unindented line above it; a diff
@@ -560,7 +566,7 @@ def place(hunk: Hunk, lines: list[str], expected: int, scopes: "Mapped | None", 
                  and not scopes.written(p, len(new))]  # an earlier hunk's own lines are not this one applied
     if hunk.lines and hunk.lines[-1][0] == "+" and len(lines) - len(new) in found_new and old:
         return "present"  # lines the diff adds at the end of the file (no context after them) end this file
-    if by_line is not None and len(found_old) == 1 and not found_new and \
+    if by_line is not None and not (wanted or header) and len(found_old) == 1 and not found_new and \
             len(alike_places := normalised_places(hunk, lines, scopes, confirmed)) > 1:
         raise TransformFailed(f"{hunk.label}: its lines fit {len(alike_places)} places once blank and comment lines "
                               f"are set aside (lines {', '.join(str(p + 1) for p in alike_places[:5])}), and only "
