@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from fixmono.model.errors import UserError, one_line
+from fixmono.model.limits import check_diff, check_diff_bytes
 
 SUBJECT_TAG = re.compile(r"^\s*(\[[^\]]*\]\s*)+")
 CHERRY = re.compile(r"\(cherry picked from commit ([0-9a-f]{7,40})\)")
@@ -92,6 +93,7 @@ def read_patch(source: str | Path, data: bytes | None = None) -> PatchFile:
             data = Path(source).read_bytes()
         except OSError as err:
             raise UserError(f"{name}: {err.strerror or one_line(err)}") from None
+    check_diff_bytes(name, len(data))
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
@@ -109,6 +111,7 @@ def read_patches(names: list[str], stdin) -> list[PatchFile]:
 def parse_patch(text: str, name: str = "<diff>") -> PatchFile:
     import unidiff  # a dependency of the diff fixes only
 
+    check_diff(name, text)  # the caps (model/limits.py), before any work
     try:
         parsed = unidiff.PatchSet(lines_of(text))
     except unidiff.UnidiffParseError as err:
