@@ -24,6 +24,7 @@ of something this release lacks, a helper that does not exist here): else
 from __future__ import annotations
 
 import ast
+import bisect
 import builtins
 import dataclasses
 import difflib
@@ -111,6 +112,7 @@ class Scopes:
         self.spans = [(n.lineno, n.end_lineno, n.name) for n in ast.walk(tree)
                       if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
         self.names = {name for _, _, name in self.spans}
+        self.chains = Chains(self.spans)
 
     norm = staticmethod(norm)
 
@@ -119,7 +121,7 @@ class Scopes:
 
     def chain(self, line: int) -> list[str]:
         """Names of the defs/classes enclosing 1-based `line` (its own def line included), outermost first."""
-        return [name for start, end, name in sorted(self.spans) if start <= line <= end]
+        return self.chains.at(line)
 
     @staticmethod
     def header_above(lines: list[str], at: int, name: list[str]) -> bool:
@@ -167,9 +169,10 @@ class CppScopes:
                 self.spans.append((start, end, 0, doc.text(node.child_by_field_name("name"))))
         self.names = {name for *_, name in self.spans}
         self.errors = len(doc.errors())
+        self.chains = Chains(self.spans)
 
     def chain(self, line: int) -> list[str]:
-        return [name for start, end, _, name in sorted(self.spans) if start <= line <= end]
+        return self.chains.at(line)
 
     def has(self, names: list[str]) -> bool:
         """A function or class of that qualified name is here (Worker::Run, not just some Run)."""
@@ -179,8 +182,107 @@ class CppScopes:
     def header_above(lines: list[str], at: int, name: list[str]) -> bool:
         """git's default section header for a block at `at` (the nearest line above
         that starts with a letter, `_` or `$`) names `name` (qualifiers included)."""
-        line = next((line for line in reversed(lines[:at]) if re.match(r"[A-Za-z_$]", line)), None)
+        line = next((line for line in lines_above(lines, at) if re.match(r"[A-Za-z_$]", line)), None)
         return line is not None and cpp_name(line)[-len(name):] == name
+
+
+def lines_above(lines: list[str], at: int):
+    """The lines above index `at`, nearest first: reversed(lines[:at]) without copying them."""
+    return (lines[i] for i in reversed(range(len(lines))[:at]))
+
+
+class Chains:
+    """The names of the spans (start, end, ..., name: 1-based lines) enclosing
+    each line, outermost first, as sorted(spans) lists them: worked out once
+    for each run of lines between two span ends, then found by bisection."""
+
+    def __init__(self, spans: list[tuple]):
+        spans = sorted(spans)
+        bounds = sorted({s[0] for s in spans} | {s[1] + 1 for s in spans})
+        starting, ending = {}, {}
+        for n, span in enumerate(spans):
+            starting.setdefault(span[0], []).append(n)
+            ending.setdefault(span[1] + 1, []).append(n)
+        self.bounds, self.names, active = bounds, [], set()
+        for bound in bounds:
+            active.difference_update(ending.get(bound, ()))
+            active.update(n for n in starting.get(bound, ()) if spans[n][1] >= bound)
+            self.names.append(tuple(spans[n][-1] for n in sorted(active)))
+
+    def at(self, line: int) -> list[str]:
+        where = bisect.bisect_right(self.bounds, line) - 1
+        return list(self.names[where]) if where >= 0 else []
+
+
+def alike_after(hunks: tuple[Hunk, ...]) -> list[int]:
+    """Per hunk, how many hunks from it on make its same edit (the same old and new lines)."""
+    seen, out = {}, []
+    for hunk in reversed(hunks):
+        key = (tuple(hunk.old), tuple(hunk.new))
+        seen[key] = seen.get(key, 0) + 1
+        out.append(seen[key])
+    return out[::-1]
+
+
+class Lines(list):
+    """A file's lines as the hunks rewrite them (only ever `lines[start:stop] =
+    new`), knowing where each text stands: exact() looks up the block's rarest
+    line instead of scanning the file. Positions are kept as of the last
+    rebuild, with the spans rewritten since in order (as a diff's hunks come:
+    each at or after the lines the one before wrote) kept apart; a rewrite above
+    an earlier one rebuilds (once per such hunk, one pass over the file)."""
+
+    def __init__(self, lines: list[str]):
+        super().__init__(lines)
+        self.rebuild()
+
+    def rebuild(self) -> None:
+        self.at: dict[str, list[int]] = {}  # text -> its indexes at the rebuild
+        for i, text in enumerate(self):
+            self.at.setdefault(text, []).append(i)
+        self.starts: list[int] = []  # the rewritten spans since, as indexes at the rebuild, in order
+        self.stops: list[int] = []
+        self.shifts: list[int] = []  # lines added (or removed, < 0) up to and including each span
+        self.written: dict[str, list[int]] = {}  # text -> current indexes of the lines those spans wrote
+        self.end = 0  # the end of the last span written: the next one must start here or below
+
+    def __setitem__(self, key, value) -> None:
+        span = key.indices(len(self)) if isinstance(key, slice) else None
+        new = list(value) if span else [value]
+        super().__setitem__(key, new if span else value)
+        if span is None or span[2] != 1 or span[0] < self.end:
+            self.rebuild()
+            return
+        start, stop = span[0], max(span[1], span[0])
+        shift = self.shifts[-1] if self.shifts else 0
+        self.starts.append(start - shift)
+        self.stops.append(stop - shift)
+        self.shifts.append(shift + len(new) - (stop - start))
+        for n, text in enumerate(new):
+            self.written.setdefault(text, []).append(start + n)
+        self.end = start + len(new)
+
+    def __delitem__(self, key) -> None:
+        self[key if isinstance(key, slice) else slice(key, key + 1)] = []
+
+    def positions(self, text: str) -> list[int]:
+        """The current indexes of the lines that are `text`, in order."""
+        out = []
+        for i in self.at.get(text, ()):
+            span = bisect.bisect_right(self.starts, i) - 1  # the last span rewritten at or above it
+            if span < 0:
+                out.append(i)
+            elif i >= self.stops[span]:  # below it: moved by the lines the spans added
+                out.append(i + self.shifts[span])
+        return sorted(out + self.written.get(text, []))
+
+    def find(self, block: list[str]) -> list[int]:
+        """Every index where `block` starts, in order."""
+        rarest = min(range(len(block)), key=lambda n: len(self.at.get(block[n], ())) +
+                     len(self.written.get(block[n], ())))
+        size = len(block)
+        return [p for p in (i - rarest for i in self.positions(block[rarest]))
+                if p >= 0 and self[p:p + size] == block]
 
 
 def fits(chain: list[str], wanted: list[str]) -> bool:
@@ -217,13 +319,13 @@ class DiffTransform:
         elif self.engine == "cpp":
             found = CppScopes(source)
             scopes, errors = Mapped(found, source), found.errors  # errors as written (macros, #if): not to grow
-        lines = lines_of(source)
+        lines = Lines(lines_of(source))
         changed, present, absent = [], [], []
         offset = drift = 0  # lines added before the next hunk; how far from its named line the last one sat
+        alike = alike_after(self.hunks)
         for n, hunk in enumerate(self.hunks):
             expected = hunk.start - 1 + offset + drift  # as git apply looks first: shifted as the hunk before
-            alike = sum(h.old == hunk.old and h.new == hunk.new for h in self.hunks[n:])  # it and those after it
-            result = place(hunk, lines, expected, scopes, alike)
+            result = place(hunk, lines, expected, scopes, alike[n])
             if result == "present":
                 present.append(hunk.label)
                 if len(spots := exact(hunk.new, lines)) == 1:  # where its post-image sits: the drift too
@@ -319,7 +421,7 @@ class Mapped:
         above it that starts with a letter, `_` or `$`; "" for none) would
         begin with `header`: in the text as it is, or as it was before the diff."""
         def above(text: list[str], at: int) -> str:
-            return next((t.rstrip("\r\n") for t in reversed(text[:at]) if re.match(r"[A-Za-z_$]", t)), "")
+            return next((t.rstrip("\r\n") for t in lines_above(text, at) if re.match(r"[A-Za-z_$]", t)), "")
 
         def same(found: str) -> bool:
             return found.startswith(header.rstrip()) if header.strip() else not found
@@ -566,7 +668,7 @@ def header_above(lines: list[str], at: int, name: str) -> bool:
     def/class line above it (git's python driver), or the nearest one at the
     top level (git's default, which takes unindented lines only)."""
     nearest = top = None
-    for line in reversed(lines[:at]):
+    for line in lines_above(lines, at):
         match = DEF.match(line)
         if match and nearest is None:
             nearest = match[2]
@@ -584,8 +686,11 @@ def one(places: list[int], hunk: Hunk, what: str) -> int:
 
 
 def exact(block: list[str], lines: list[str]) -> list[int]:
+    """Where `block` stands in `lines`, in order (Lines: looked up, not scanned)."""
     if not block:
         return []
+    if isinstance(lines, Lines):
+        return lines.find(block)
     return [i for i in range(len(lines) - len(block) + 1) if lines[i:i + len(block)] == block]
 
 
