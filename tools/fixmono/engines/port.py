@@ -36,6 +36,7 @@ from fixmono.engines.remembered import diff_code, remembered
 from fixmono.model.errors import NotApplicable, TargetSyntaxError, TransformFailed
 from fixmono.model.errors import UserError
 from fixmono.model.fix import Dep3, FileChange, Fix, Rewrite
+from fixmono.model.limits import target_over_cap
 from fixmono.model.outcome import FileOutcome, Status
 from fixmono.model.patchfile import FileDiff, Hunk, PatchFile, lines_of
 from fixmono.model.projects import PROJECTS
@@ -109,7 +110,7 @@ class Scopes:
             where = f" at line {err.lineno}" if getattr(err, "lineno", None) else ""
             raise TargetSyntaxError(f"Python syntax error{where}: {getattr(err, 'msg', err)}") from None
         self.tree = tree
-        self.spans = [(n.lineno, n.end_lineno, n.name) for n in ast.walk(tree)
+        self.spans = [(n.lineno, n.end_lineno, n.name) for n in statements(tree)
                       if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
         self.names = {name for _, _, name in self.spans}
         self.chains = Chains(self.spans)
@@ -126,6 +127,17 @@ class Scopes:
     @staticmethod
     def header_above(lines: list[str], at: int, name: list[str]) -> bool:
         return header_above(lines, at, name[-1])
+
+
+def statements(tree: ast.AST):
+    """Every statement of `tree` (and its except and case clauses): where a def or
+    class can be, without walking the expressions as ast.walk does."""
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        yield node
+        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+            todo.extend(getattr(node, field, ()))
 
 
 CPP_SCOPE = re.compile(r"\b(?:class|struct|union|namespace)\s+([A-Za-z_]\w*)")
@@ -308,6 +320,8 @@ class DiffTransform:
 
     def rewrite(self, source: str) -> Rewrite:
         """The hunks ported onto `source`, or what they gave on the same text before (remembered.py)."""
+        if problem := target_over_cap(source):
+            raise TransformFailed(f"{problem}; refusing to port the diff onto it")
         return remembered(diff_code(self.path, self.hunks), source, self._rewrite)
 
     def _rewrite(self, source: str) -> Rewrite:

@@ -18,6 +18,16 @@ def over(what: str, figure: int, cap: int, name: str, unit: str = "") -> str | N
     return f"{what} {figure:,}{unit}, over the cap of {cap:,}{unit} ({name})"
 
 
+def size_of(text: str) -> int:
+    """Its bytes in UTF-8 (without encoding it where it is ASCII)."""
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
+def target_over_cap(text: str) -> str | None:
+    """Why a file a diff edits is too big to port onto (None: it is not)."""
+    return over("it is", size_of(text), MAX_TARGET_BYTES, "MAX_TARGET_BYTES", " bytes")
+
+
 def check_diff_bytes(where: str, size: int) -> None:
     if problem := over("its size is", size, MAX_DIFF_BYTES, "MAX_DIFF_BYTES", " bytes"):
         raise UserError(f"{where}: {problem}; nothing was written")
@@ -25,7 +35,7 @@ def check_diff_bytes(where: str, size: int) -> None:
 
 def check_diff(where: str, text: str) -> None:
     """A diff's text within the caps: its bytes, its hunks (lines that start `@@ -`)."""
-    check_diff_bytes(where, len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass")))
+    check_diff_bytes(where, size_of(text))
     hunks = text.count("\n@@ -") + text.startswith("@@ -")
     if problem := over("it has", hunks, MAX_HUNKS, "MAX_HUNKS", " hunks"):
         raise UserError(f"{where}: {problem}; nothing was written")
