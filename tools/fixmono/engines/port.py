@@ -103,13 +103,13 @@ def ending(line: str) -> str:
 class Scopes:
     """The class/def chain of every line of a Python source."""
 
-    def __init__(self, source: str):
+    def __init__(self, source: str, tree: ast.AST | None = None):
+        """`tree`: the source's, where it is parsed already (the tree is not kept: it is the most memory)."""
         try:
-            tree = ast.parse(source)
+            tree = ast.parse(source) if tree is None else tree
         except (SyntaxError, ValueError) as err:
             where = f" at line {err.lineno}" if getattr(err, "lineno", None) else ""
             raise TargetSyntaxError(f"Python syntax error{where}: {getattr(err, 'msg', err)}") from None
-        self.tree = tree
         self.spans = [(n.lineno, n.end_lineno, n.name) for n in statements(tree)
                       if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
         self.names = {name for _, _, name in self.spans}
@@ -182,13 +182,16 @@ class CppScopes:
         self.names = {name for *_, name in self.spans}
         self.errors = len(doc.errors())
         self.chains = Chains(self.spans)
+        self.starts: dict[str, list[int]] = {}  # name -> the first lines of its spans
+        for start, _, _, name in self.spans:
+            self.starts.setdefault(name, []).append(start)
 
     def chain(self, line: int) -> list[str]:
         return self.chains.at(line)
 
     def has(self, names: list[str]) -> bool:
         """A function or class of that qualified name is here (Worker::Run, not just some Run)."""
-        return any(name == names[-1] and fits(self.chain(start), names) for start, _, _, name in self.spans)
+        return any(fits(self.chain(start), names) for start in self.starts.get(names[-1], ()))
 
     @staticmethod
     def header_above(lines: list[str], at: int, name: list[str]) -> bool:
@@ -196,6 +199,19 @@ class CppScopes:
         that starts with a letter, `_` or `$`) names `name` (qualifiers included)."""
         line = next((line for line in lines_above(lines, at) if re.match(r"[A-Za-z_$]", line)), None)
         return line is not None and cpp_name(line)[-len(name):] == name
+
+
+LAST_READ: dict = {}  # (kind, text) -> its scopes: a result is read again by the presence check
+
+
+def scopes_of(kind: type, text: str, tree: ast.AST | None = None):
+    """kind(text) (Scopes, CppScopes), kept for the next call on the same text (one text at a time)."""
+    key = (kind, text)
+    if key not in LAST_READ:
+        made = kind(text) if tree is None else kind(text, tree)
+        LAST_READ.clear()
+        LAST_READ[key] = made
+    return LAST_READ[key]
 
 
 def lines_above(lines: list[str], at: int):
@@ -328,10 +344,10 @@ class DiffTransform:
         python = self.engine == "python"
         scopes = errors = None
         if python:
-            scopes = Mapped(Scopes(source), source, renames(self.hunks))  # the target must parse; read once
+            scopes = Mapped(scopes_of(Scopes, source), source, renames(self.hunks))  # the target must parse
             scopes.removed = removed_defs(self.hunks)
         elif self.engine == "cpp":
-            found = CppScopes(source)
+            found = scopes_of(CppScopes, source)
             scopes, errors = Mapped(found, source), found.errors  # errors as written (macros, #if): not to grow
         lines = Lines(lines_of(source))
         changed, present, absent = [], [], []
@@ -365,8 +381,9 @@ class DiffTransform:
                 tree = ast.parse(new)
             except SyntaxError as err:
                 raise TransformFailed(f"the result does not parse (line {err.lineno}: {err.msg})") from None
-            check_result(scopes.scopes.tree, tree, new, scopes.added(), scopes.shown(), self.path)
-        if changed and self.engine == "cpp" and (after := CppScopes(new).errors) > errors:
+            check_result(lambda: ast.parse(source), tree, new, scopes.added(), scopes.shown(), self.path)
+            scopes_of(Scopes, new, tree)  # the presence check reads the result next
+        if changed and self.engine == "cpp" and (after := scopes_of(CppScopes, new).errors) > errors:
             raise TransformFailed(f"the result would add parse errors ({errors} -> {after}); refusing it")
         return Rewrite(new, len(changed), len(present), tuple(changed), tuple(present))
 
@@ -989,9 +1006,9 @@ def star_import(source: str, tree: ast.AST) -> bool:
         a.name == "*" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names)
 
 
-def check_result(before: ast.AST, after: ast.AST, text: str, added_rows: list[int], shown: list[int],
+def check_result(before, after: ast.AST, text: str, added_rows: list[int], shown: list[int],
                  path: str) -> None:
-    """The names of the result (one walk of it; the original's only when needed):
+    """The names of the result (one walk of it; the original's, `before()`, only when needed):
 
     - every name an added line reads is bound where that line can see it (its
       function or an enclosing one, the module, a builtin) by a line that is not
@@ -1030,7 +1047,7 @@ def check_result(before: ast.AST, after: ast.AST, text: str, added_rows: list[in
     name_reads(after, read)
     if lost:  # read and unbound outside the hunks: a problem only if it was bound before the diff
         unbound_before = set()
-        name_reads(before, lambda node, scopes: None if node.id in BUILTINS or any(node.id in s for s in scopes)
+        name_reads(before(), lambda node, scopes: None if node.id in BUILTINS or any(node.id in s for s in scopes)
                    else unbound_before.add(node.id))
         if gone := [(name, line) for name, line in lost if name not in unbound_before]:
             raise TransformFailed(f"{path}: after the diff, `{gone[0][0]}` is read (line {gone[0][1]}) but no longer "
