@@ -821,14 +821,20 @@ def resembles(hunk: Hunk, row: int, targets: list, norm=norm, at_least: float = 
     rather than not there at all (not-applicable)."""
     line = norm(hunk.lines[row][1])
     context = {norm(t) for k, t in hunk.lines if k == " " and norm(t)}
-    for n, (_, text) in enumerate(targets):
-        if text == line:
-            return True
-        matcher = difflib.SequenceMatcher(None, line, text)
-        if matcher.quick_ratio() >= at_least and matcher.ratio() >= at_least and \
-                any(t in context for _, t in targets[max(n - near, 0):n + near + 1]):
-            return True
-    return False
+    if any(text == line for _, text in targets):
+        return True
+    by_context = {m for c, (_, text) in enumerate(targets) if text in context  # within `near` of a context line
+                  for m in range(max(c - near, 0), min(c + near + 1, len(targets)))}
+    close: dict[str, bool] = {}  # text -> close to the line (once per text: SequenceMatcher is the cost)
+
+    def is_close(text: str) -> bool:
+        if text not in close:
+            matcher = difflib.SequenceMatcher(None, line, text)
+            close[text] = matcher.real_quick_ratio() >= at_least and matcher.quick_ratio() >= at_least \
+                and matcher.ratio() >= at_least
+        return close[text]
+
+    return any(is_close(targets[n][1]) for n in sorted(by_context))
 
 
 def splice(hunk: Hunk, lines: list[str], matched: list, core: list, norm=norm):
