@@ -127,7 +127,8 @@ class CppDocument:
         return node_text(self.src, node)
 
     def errors(self) -> list:
-        return [n for n in walk(self.root) if n.type == "ERROR" or n.is_missing]
+        """ERROR and MISSING nodes, in walk order (only subtrees tree-sitter says hold one are walked)."""
+        return [n for n in walk(self.root, lambda n: n.has_error) if n.type == "ERROR" or n.is_missing]
 
     def check_parses(self) -> None:
         for err in self.errors():
@@ -173,10 +174,13 @@ def _matches(name: str, wanted: str) -> bool:
         or name.endswith("." + wanted)
 
 
-def walk(node):
+def walk(node, into=None):
+    """`node` and every node below it, in order (`into`: only the nodes it is true of, and their subtrees)."""
     stack = [node]
     while stack:
         n = stack.pop()
+        if into is not None and not into(n):
+            continue
         yield n
         stack.extend(reversed(n.children))
 
