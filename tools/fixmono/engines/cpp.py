@@ -29,11 +29,25 @@ _ASSIGN_OR_RETURN = re.compile(rb"\b[A-Z_]*ASSIGN_OR_RETURN[A-Z_]*\(")
 
 
 @lru_cache(maxsize=1)
-def _parser():
+def _language():
     import tree_sitter_cpp
-    from tree_sitter import Language, Parser
+    from tree_sitter import Language
 
-    return Parser(Language(tree_sitter_cpp.language()))
+    return Language(tree_sitter_cpp.language())
+
+
+@lru_cache(maxsize=1)
+def _parser():
+    from tree_sitter import Parser
+
+    return Parser(_language())
+
+
+@lru_cache(maxsize=None)
+def _query(types: tuple[str, ...]):
+    from tree_sitter import Query
+
+    return Query(_language(), "[" + " ".join(f"({t})" for t in types) + "] @node")
 
 
 def _blank(data: bytearray, start: int, end: int) -> None:
@@ -125,6 +139,12 @@ class CppDocument:
 
     def text(self, node) -> str:
         return node_text(self.src, node)
+
+    def nodes(self, *types: str) -> list:
+        """Every node of these types (what walk() would find, in no set order; matched in C)."""
+        from tree_sitter import QueryCursor
+
+        return QueryCursor(_query(types)).captures(self.root).get("node", [])
 
     def errors(self) -> list:
         """ERROR and MISSING nodes, in walk order (only subtrees tree-sitter says hold one are walked)."""

@@ -166,12 +166,13 @@ class CppScopes:
     norm = staticmethod(norm_cpp)
 
     def __init__(self, source: str):
-        from fixmono.engines.cpp import CppDocument, walk
+        from fixmono.engines.cpp import CppDocument
 
         doc = CppDocument(source)
         doc.check_parses()
         self.spans = []
-        for node in walk(doc.root):
+        for node in doc.nodes("function_definition", "class_specifier", "struct_specifier", "union_specifier",
+                              "namespace_definition"):
             start, end = node.start_point[0] + 1, node.end_point[0] + 1
             if node.type == "function_definition":
                 names = re.findall(r"[A-Za-z_~][\w~]*", doc.qualified_name(node).split("(")[0])
@@ -207,11 +208,12 @@ LAST_READ: dict = {}  # (kind, text) -> its scopes: a result is read again by th
 def scopes_of(kind: type, text: str, tree: ast.AST | None = None):
     """kind(text) (Scopes, CppScopes), kept for the next call on the same text (one text at a time)."""
     key = (kind, text)
-    if key not in LAST_READ:
-        made = kind(text) if tree is None else kind(text, tree)
+    found = LAST_READ.get(key)
+    if found is None:  # (read, not cleared and refilled, by a thread beside this one: never a KeyError)
+        found = kind(text) if tree is None else kind(text, tree)
         LAST_READ.clear()
-        LAST_READ[key] = made
-    return LAST_READ[key]
+        LAST_READ[key] = found
+    return found
 
 
 def lines_above(lines: list[str], at: int):
