@@ -110,6 +110,13 @@ def cases(work: Path) -> dict[str, tuple[str, str, str, str | None]]:
     many = python_module(100_000)
     case("py 100,000 hunks, 400k lines", "pkg/many.py", many,
          every(many, "        y0 = x + 0", "        y0 = x - 0", 1, 100_000), context=1)
+    drifted = python_module(2_000)
+    note = ("        return y0\n", "        return y0  # checked\n")  # the target's lines differ from the diff's
+    made["py 2,000 hunks, target drifted (normalised step), 8k lines"] = (
+        "pkg/drift.py", drifted.replace(*note),
+        git_diff(drifted, every(drifted, "        y0 = x + 0", "        y0 = x - 0", 1, 2000), "pkg/drift.py",
+                 work / "drift", context=1),
+        every(drifted, "        y0 = x + 0", "        y0 = x - 0", 1, 2000).replace(*note))
     cpp = cpp_file(75_000)
     case("c++ 1 hunk, 375k lines", "src/big.cc", cpp, cpp.replace("  return y0;\n}\n\nint64_t Func37500(",
                                                                   "  return y0 + 1;\n}\n\nint64_t Func37500(", 1))
