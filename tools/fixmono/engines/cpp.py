@@ -29,11 +29,25 @@ _ASSIGN_OR_RETURN = re.compile(rb"\b[A-Z_]*ASSIGN_OR_RETURN[A-Z_]*\(")
 
 
 @lru_cache(maxsize=1)
-def _parser():
+def _language():
     import tree_sitter_cpp
-    from tree_sitter import Language, Parser
+    from tree_sitter import Language
 
-    return Parser(Language(tree_sitter_cpp.language()))
+    return Language(tree_sitter_cpp.language())
+
+
+@lru_cache(maxsize=1)
+def _parser():
+    from tree_sitter import Parser
+
+    return Parser(_language())
+
+
+@lru_cache(maxsize=None)
+def _query(types: tuple[str, ...]):
+    from tree_sitter import Query
+
+    return Query(_language(), "[" + " ".join(f"({t})" for t in types) + "] @node")
 
 
 def _blank(data: bytearray, start: int, end: int) -> None:
@@ -126,8 +140,15 @@ class CppDocument:
     def text(self, node) -> str:
         return node_text(self.src, node)
 
+    def nodes(self, *types: str) -> list:
+        """Every node of these types (what walk() would find, in no set order; matched in C)."""
+        from tree_sitter import QueryCursor
+
+        return QueryCursor(_query(types)).captures(self.root).get("node", [])
+
     def errors(self) -> list:
-        return [n for n in walk(self.root) if n.type == "ERROR" or n.is_missing]
+        """ERROR and MISSING nodes, in walk order (only subtrees tree-sitter says hold one are walked)."""
+        return [n for n in walk(self.root, lambda n: n.has_error) if n.type == "ERROR" or n.is_missing]
 
     def check_parses(self) -> None:
         for err in self.errors():
@@ -173,10 +194,13 @@ def _matches(name: str, wanted: str) -> bool:
         or name.endswith("." + wanted)
 
 
-def walk(node):
+def walk(node, into=None):
+    """`node` and every node below it, in order (`into`: only the nodes it is true of, and their subtrees)."""
     stack = [node]
     while stack:
         n = stack.pop()
+        if into is not None and not into(n):
+            continue
         yield n
         stack.extend(reversed(n.children))
 

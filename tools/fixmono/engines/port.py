@@ -38,6 +38,7 @@ from fixmono.engines.remembered import diff_code, remembered
 from fixmono.model.errors import NotApplicable, TargetSyntaxError, TransformFailed
 from fixmono.model.errors import UserError
 from fixmono.model.fix import Dep3, FileChange, Fix, Rewrite
+from fixmono.model.limits import target_over_cap
 from fixmono.model.outcome import FileOutcome, Status
 from fixmono.model.patchfile import FileDiff, Hunk, PatchFile, lines_of, resolve_strip
 from fixmono.model.projects import PROJECTS, any_project
@@ -104,18 +105,19 @@ def ending(line: str) -> str:
 class Scopes:
     """The class/def chain of every line of a Python source."""
 
-    def __init__(self, source: str):
+    def __init__(self, source: str, tree: ast.AST | None = None):
+        """`tree`: the source's, where it is parsed already (the tree is not kept: it is the most memory)."""
         try:
-            tree = ast.parse(source)
+            tree = ast.parse(source) if tree is None else tree
         except (SyntaxError, ValueError) as err:
             where = f" at line {err.lineno}" if getattr(err, "lineno", None) else ""
             raise TargetSyntaxError(f"Python syntax error{where}: {getattr(err, 'msg', err)}") from None
-        self.tree = tree
-        self.spans = [(n.lineno, n.end_lineno, n.name) for n in ast.walk(tree)
+        self.spans = [(n.lineno, n.end_lineno, n.name) for n in statements(tree)
                       if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
         self.names = {name for _, _, name in self.spans}
-        self.functions = [(n.lineno, n.end_lineno, n.name) for n in ast.walk(tree)
+        self.functions = [(n.lineno, n.end_lineno, n.name) for n in statements(tree)
                           if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        self.chains = Chains(self.spans)
 
     norm = staticmethod(norm)
 
@@ -124,7 +126,7 @@ class Scopes:
 
     def chain(self, line: int) -> list[str]:
         """Names of the defs/classes enclosing 1-based `line` (its own def line included), outermost first."""
-        return [name for start, end, name in sorted(self.spans) if start <= line <= end]
+        return self.chains.at(line)
 
     def innermost_def(self, line: int) -> str | None:
         return innermost(self.functions, line)
@@ -138,6 +140,17 @@ def innermost(functions: list[tuple[int, int, str]], line: int) -> str | None:
     """The name of the innermost of `functions` (start, end, name) holding 1-based `line`."""
     holding = [(start, name) for start, end, name in functions if start <= line <= end]
     return max(holding)[1] if holding else None
+
+
+def statements(tree: ast.AST):
+    """Every statement of `tree` (and its except and case clauses): where a def or
+    class can be, without walking the expressions as ast.walk does."""
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        yield node
+        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+            todo.extend(getattr(node, field, ()))
 
 
 CPP_SCOPE = re.compile(r"\b(?:class|struct|union|namespace)\s+([A-Za-z_]\w*)")
@@ -166,12 +179,13 @@ class CppScopes:
     norm = staticmethod(norm_cpp)
 
     def __init__(self, source: str):
-        from fixmono.engines.cpp import CppDocument, walk
+        from fixmono.engines.cpp import CppDocument
 
         doc = CppDocument(source)
         doc.check_parses()
         self.spans, self.functions = [], []
-        for node in walk(doc.root):
+        for node in doc.nodes("function_definition", "class_specifier", "struct_specifier", "union_specifier",
+                              "namespace_definition"):
             start, end = node.start_point[0] + 1, node.end_point[0] + 1
             if node.type == "function_definition":
                 names = re.findall(r"[A-Za-z_~][\w~]*", doc.qualified_name(node).split("(")[0])
@@ -182,23 +196,140 @@ class CppScopes:
                 self.spans.append((start, end, 0, doc.text(node.child_by_field_name("name"))))
         self.names = {name for *_, name in self.spans}
         self.errors = len(doc.errors())
+        self.chains = Chains(self.spans)
+        self.starts: dict[str, list[int]] = {}  # name -> the first lines of its spans
+        for start, _, _, name in self.spans:
+            self.starts.setdefault(name, []).append(start)
 
     def chain(self, line: int) -> list[str]:
-        return [name for start, end, _, name in sorted(self.spans) if start <= line <= end]
+        return self.chains.at(line)
 
     def innermost_def(self, line: int) -> str | None:
         return innermost(self.functions, line)
 
     def has(self, names: list[str]) -> bool:
         """A function or class of that qualified name is here (Worker::Run, not just some Run)."""
-        return any(name == names[-1] and fits(self.chain(start), names) for start, _, _, name in self.spans)
+        return any(fits(self.chain(start), names) for start in self.starts.get(names[-1], ()))
 
     @staticmethod
     def header_above(lines: list[str], at: int, name: list[str]) -> bool:
         """git's default section header for a block at `at` (the nearest line above
         that starts with a letter, `_` or `$`) names `name` (qualifiers included)."""
-        line = next((line for line in reversed(lines[:at]) if re.match(r"[A-Za-z_$]", line)), None)
+        line = next((line for line in lines_above(lines, at) if re.match(r"[A-Za-z_$]", line)), None)
         return line is not None and cpp_name(line)[-len(name):] == name
+
+
+LAST_READ: dict = {}  # (kind, text) -> its scopes: a result is read again by the presence check
+
+
+def scopes_of(kind: type, text: str, tree: ast.AST | None = None):
+    """kind(text) (Scopes, CppScopes), kept for the next call on the same text (one text at a time)."""
+    key = (kind, text)
+    found = LAST_READ.get(key)
+    if found is None:  # (read, not cleared and refilled, by a thread beside this one: never a KeyError)
+        found = kind(text) if tree is None else kind(text, tree)
+        LAST_READ.clear()
+        LAST_READ[key] = found
+    return found
+
+
+def lines_above(lines: list[str], at: int):
+    """The lines above index `at`, nearest first: reversed(lines[:at]) without copying them."""
+    return (lines[i] for i in reversed(range(len(lines))[:at]))
+
+
+class Chains:
+    """The names of the spans (start, end, ..., name: 1-based lines) enclosing
+    each line, outermost first, as sorted(spans) lists them: worked out once
+    for each run of lines between two span ends, then found by bisection."""
+
+    def __init__(self, spans: list[tuple]):
+        spans = sorted(spans)
+        bounds = sorted({s[0] for s in spans} | {s[1] + 1 for s in spans})
+        starting, ending = {}, {}
+        for n, span in enumerate(spans):
+            starting.setdefault(span[0], []).append(n)
+            ending.setdefault(span[1] + 1, []).append(n)
+        self.bounds, self.names, active = bounds, [], set()
+        for bound in bounds:
+            active.difference_update(ending.get(bound, ()))
+            active.update(n for n in starting.get(bound, ()) if spans[n][1] >= bound)
+            self.names.append(tuple(spans[n][-1] for n in sorted(active)))
+
+    def at(self, line: int) -> list[str]:
+        where = bisect.bisect_right(self.bounds, line) - 1
+        return list(self.names[where]) if where >= 0 else []
+
+
+def alike_after(hunks: tuple[Hunk, ...]) -> list[int]:
+    """Per hunk, how many hunks from it on make its same edit (the same old and new lines)."""
+    seen, out = {}, []
+    for hunk in reversed(hunks):
+        key = (tuple(hunk.old), tuple(hunk.new))
+        seen[key] = seen.get(key, 0) + 1
+        out.append(seen[key])
+    return out[::-1]
+
+
+class Lines(list):
+    """A file's lines as the hunks rewrite them (only ever `lines[start:stop] =
+    new`), knowing where each text stands: exact() looks up the block's rarest
+    line instead of scanning the file. Positions are kept as of the last
+    rebuild, with the spans rewritten since in order (as a diff's hunks come:
+    each at or after the lines the one before wrote) kept apart; a rewrite above
+    an earlier one rebuilds (once per such hunk, one pass over the file)."""
+
+    def __init__(self, lines: list[str]):
+        super().__init__(lines)
+        self.rebuild()
+
+    def rebuild(self) -> None:
+        self.at: dict[str, list[int]] = {}  # text -> its indexes at the rebuild
+        for i, text in enumerate(self):
+            self.at.setdefault(text, []).append(i)
+        self.starts: list[int] = []  # the rewritten spans since, as indexes at the rebuild, in order
+        self.stops: list[int] = []
+        self.shifts: list[int] = []  # lines added (or removed, < 0) up to and including each span
+        self.written: dict[str, list[int]] = {}  # text -> current indexes of the lines those spans wrote
+        self.end = 0  # the end of the last span written: the next one must start here or below
+
+    def __setitem__(self, key, value) -> None:
+        span = key.indices(len(self)) if isinstance(key, slice) else None
+        new = list(value) if span else [value]
+        super().__setitem__(key, new if span else value)
+        if span is None or span[2] != 1 or span[0] < self.end:
+            self.rebuild()
+            return
+        start, stop = span[0], max(span[1], span[0])
+        shift = self.shifts[-1] if self.shifts else 0
+        self.starts.append(start - shift)
+        self.stops.append(stop - shift)
+        self.shifts.append(shift + len(new) - (stop - start))
+        for n, text in enumerate(new):
+            self.written.setdefault(text, []).append(start + n)
+        self.end = start + len(new)
+
+    def __delitem__(self, key) -> None:
+        self[key if isinstance(key, slice) else slice(key, key + 1)] = []
+
+    def positions(self, text: str) -> list[int]:
+        """The current indexes of the lines that are `text`, in order."""
+        out = []
+        for i in self.at.get(text, ()):
+            span = bisect.bisect_right(self.starts, i) - 1  # the last span rewritten at or above it
+            if span < 0:
+                out.append(i)
+            elif i >= self.stops[span]:  # below it: moved by the lines the spans added
+                out.append(i + self.shifts[span])
+        return sorted(out + self.written.get(text, []))
+
+    def find(self, block: list[str]) -> list[int]:
+        """Every index where `block` starts, in order."""
+        rarest = min(range(len(block)), key=lambda n: len(self.at.get(block[n], ())) +
+                     len(self.written.get(block[n], ())))
+        size = len(block)
+        return [p for p in (i - rarest for i in self.positions(block[rarest]))
+                if p >= 0 and self[p:p + size] == block]
 
 
 def fits(chain: list[str], wanted: list[str]) -> bool:
@@ -226,18 +357,20 @@ class DiffTransform:
 
     def rewrite(self, source: str) -> Rewrite:
         """The hunks ported onto `source`, or what they gave on the same text before (remembered.py)."""
+        if problem := target_over_cap(source):
+            raise TransformFailed(f"{problem}; refusing to port the diff onto it")
         return remembered(diff_code(self.path, (self.hunks, self.old_blob)), source, self._rewrite)
 
     def _rewrite(self, source: str) -> Rewrite:
         python = self.engine == "python"
         scopes = errors = None
         if python:
-            scopes = Mapped(Scopes(source), source, renames(self.hunks))  # the target must parse; read once
+            scopes = Mapped(scopes_of(Scopes, source), source, renames(self.hunks))  # the target must parse
             scopes.removed = removed_defs(self.hunks)
         elif self.engine == "cpp":
-            found = CppScopes(source)
+            found = scopes_of(CppScopes, source)
             scopes, errors = Mapped(found, source), found.errors  # errors as written (macros, #if): not to grow
-        lines = lines_of(source)
+        lines = Lines(lines_of(source))
         changed, present, absent = [], [], []
         offset = drift = 0  # lines added before the next hunk; how far from its named line the last one sat
         # line numbers decide between places only where the file is the diff's own pre-image (its blob id),
@@ -245,11 +378,11 @@ class DiffTransform:
         # or between places of the scope the diff names, at exactly the line it names (place())
         pre_image = self.old_blob is not None and blob_id(source).startswith(self.old_blob)
         anchored = pre_image
+        alike = alike_after(self.hunks)
         for n, hunk in enumerate(self.hunks):
             expected = hunk.start - 1 + offset + drift  # as git apply looks first: shifted as the hunk before
-            alike = sum(h.old == hunk.old and h.new == hunk.new for h in self.hunks[n:])  # it and those after it
             by_line: list[int] = []  # filled where the line number chose among several places
-            result = place(hunk, lines, expected, scopes, alike, by_line if not anchored else None, drift == 0)
+            result = place(hunk, lines, expected, scopes, alike[n], by_line if not anchored else None, drift == 0)
             anchored = pre_image or not by_line
             if result == "present":
                 present.append(hunk.label)
@@ -277,8 +410,9 @@ class DiffTransform:
                 tree = ast.parse(new)
             except SyntaxError as err:
                 raise TransformFailed(f"the result does not parse (line {err.lineno}: {err.msg})") from None
-            check_result(scopes.scopes.tree, tree, new, scopes.added(), scopes.shown(), self.path)
-        if changed and self.engine == "cpp" and (after := CppScopes(new).errors) > errors:
+            check_result(lambda: ast.parse(source), tree, new, scopes.added(), scopes.shown(), self.path)
+            scopes_of(Scopes, new, tree)  # the presence check reads the result next
+        if changed and self.engine == "cpp" and (after := scopes_of(CppScopes, new).errors) > errors:
             raise TransformFailed(f"the result would add parse errors ({errors} -> {after}); refusing it")
         return Rewrite(new, len(changed), len(present), tuple(h.label for h in changed), tuple(present))
 
@@ -380,7 +514,7 @@ class Mapped:
         above it that starts with a letter, `_` or `$`; "" for none) would
         begin with `header`: in the text as it is, or as it was before the diff."""
         def above(text: list[str], at: int) -> str:
-            return next((t.rstrip("\r\n") for t in reversed(text[:at]) if re.match(r"[A-Za-z_$]", t)), "")
+            return next((t.rstrip("\r\n") for t in lines_above(text, at) if re.match(r"[A-Za-z_$]", t)), "")
 
         def same(found: str) -> bool:
             return found.startswith(header.rstrip()) if header.strip() else not found
@@ -682,7 +816,7 @@ def header_above(lines: list[str], at: int, name: str) -> bool:
     def/class line above it (git's python driver), or the nearest one at the
     top level (git's default, which takes unindented lines only)."""
     nearest = top = None
-    for line in reversed(lines[:at]):
+    for line in lines_above(lines, at):
         match = DEF.match(line)
         if match and nearest is None:
             nearest = match[2]
@@ -701,8 +835,11 @@ def one(places: list[int], hunk: Hunk, what: str, by_line: list[int] | None = No
 
 
 def exact(block: list[str], lines: list[str]) -> list[int]:
+    """Where `block` stands in `lines`, in order (Lines: looked up, not scanned)."""
     if not block:
         return []
+    if isinstance(lines, Lines):
+        return lines.find(block)
     return [i for i in range(len(lines) - len(block) + 1) if lines[i:i + len(block)] == block]
 
 
@@ -941,14 +1078,20 @@ def resembles(hunk: Hunk, row: int, targets: list, norm=norm, at_least: float = 
     rather than not there at all (not-applicable)."""
     line = norm(hunk.lines[row][1])
     context = {norm(t) for k, t in hunk.lines if k == " " and norm(t) and not trivial(norm(t))}
-    for n, (_, text) in enumerate(targets):
-        if text == line:
-            return True
-        matcher = difflib.SequenceMatcher(None, line, text)
-        if matcher.quick_ratio() >= at_least and matcher.ratio() >= at_least and \
-                any(t in context for _, t in targets[max(n - near, 0):n + near + 1]):
-            return True
-    return False
+    if any(text == line for _, text in targets):
+        return True
+    by_context = {m for c, (_, text) in enumerate(targets) if text in context  # within `near` of a context line
+                  for m in range(max(c - near, 0), min(c + near + 1, len(targets)))}
+    close: dict[str, bool] = {}  # text -> close to the line (once per text: SequenceMatcher is the cost)
+
+    def is_close(text: str) -> bool:
+        if text not in close:
+            matcher = difflib.SequenceMatcher(None, line, text)
+            close[text] = matcher.real_quick_ratio() >= at_least and matcher.quick_ratio() >= at_least \
+                and matcher.ratio() >= at_least
+        return close[text]
+
+    return any(is_close(targets[n][1]) for n in sorted(by_context))
 
 
 def splice(hunk: Hunk, lines: list[str], matched: list, core: list, norm=norm):
@@ -1063,6 +1206,20 @@ def binds(node: ast.AST) -> set[str]:
     return set()
 
 
+LEAVES = {kind for base in (ast.expr_context, ast.operator, ast.unaryop, ast.cmpop, ast.boolop)
+          for kind in base.__subclasses__()}  # nodes without fields: they bind and read nothing
+
+
+def children(node: ast.AST):
+    """ast.iter_child_nodes without the leaves (Load, Add, ...): a third of the nodes."""
+    for field in node._fields:
+        value = getattr(node, field, None)
+        if isinstance(value, list):
+            yield from (item for item in value if isinstance(item, ast.AST) and type(item) not in LEAVES)
+        elif isinstance(value, ast.AST) and type(value) not in LEAVES:
+            yield value
+
+
 def scope_names(scope: ast.AST) -> dict[str, set[int]]:
     """The names bound in one scope, each with the lines binding it: its own
     statements, not those of the functions and classes inside it (their names,
@@ -1071,7 +1228,7 @@ def scope_names(scope: ast.AST) -> dict[str, set[int]]:
     todo = [scope]
     while todo:
         node = todo.pop()
-        for child in ast.iter_child_nodes(node):
+        for child in children(node):
             for name in binds(child):
                 names.setdefault(name, set()).add(getattr(child, "lineno", 0))
             if isinstance(child, ast.comprehension):  # bound before its element is read, on whatever line
@@ -1139,7 +1296,7 @@ def name_reads(tree: ast.AST, on_read) -> None:
             return
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
             on_read(node, here)
-        for child in ast.iter_child_nodes(node):
+        for child in children(node):
             visit(child, scopes, own)
 
     visit(tree, [scope_names(tree)])
@@ -1151,9 +1308,9 @@ def star_import(source: str, tree: ast.AST) -> bool:
         a.name == "*" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names)
 
 
-def check_result(before: ast.AST, after: ast.AST, text: str, added_rows: list[int], shown: list[int],
+def check_result(before, after: ast.AST, text: str, added_rows: list[int], shown: list[int],
                  path: str) -> None:
-    """The names of the result (one walk of it; the original's only when needed):
+    """The names of the result (one walk of it; the original's, `before()`, only when needed):
 
     - every name an added line reads is bound where that line can see it (its
       function or an enclosing one, the module, a builtin) by a line that is not
@@ -1192,7 +1349,7 @@ def check_result(before: ast.AST, after: ast.AST, text: str, added_rows: list[in
     name_reads(after, read)
     if lost:  # read and unbound outside the hunks: a problem only if it was bound before the diff
         unbound_before = set()
-        name_reads(before, lambda node, scopes: None if node.id in BUILTINS or any(node.id in s for s in scopes)
+        name_reads(before(), lambda node, scopes: None if node.id in BUILTINS or any(node.id in s for s in scopes)
                    else unbound_before.add(node.id))
         if gone := [(name, line) for name, line in lost if name not in unbound_before]:
             raise TransformFailed(f"{path}: after the diff, `{gone[0][0]}` is read (line {gone[0][1]}) but no longer "

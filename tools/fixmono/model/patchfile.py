@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from fixmono.model.errors import UserError, one_line
+from fixmono.model.limits import check_diff, check_diff_bytes
 
 SUBJECT_TAG = re.compile(r"^\s*(\[[^\]]*\]\s*)+")
 CHERRY = re.compile(r"\(cherry picked from commit ([0-9a-f]{7,40})\)")
@@ -179,6 +180,7 @@ def read_file(path: Path) -> bytes:
 
 
 def decode(name: str, data: bytes) -> str:
+    check_diff_bytes(name, len(data))  # the cap (model/limits.py), before it is decoded
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as err:
@@ -245,6 +247,7 @@ def parse_patch(text: str, name: str = "<diff>") -> PatchFile:
     import unidiff  # a dependency of the diff fixes only
     from unidiff.constants import DEV_NULL
 
+    check_diff(name, text)  # the caps (model/limits.py), before any work
     if (first := FIRST_HEADER.search(text)) and first.group(0).endswith("\r"):
         text = text.replace("\r\n", "\n")  # a diff whose every line end became CRLF: read as patch reads it
     try:
