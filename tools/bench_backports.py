@@ -463,12 +463,14 @@ def through_cli(gitdir: str, pair: Pair, patch: str) -> str | None:
     parent: None where it agrees with the in-process engine, else what differs."""
     files = {p: show(gitdir, pair.parent, p) for p in pair.paths}
     mine = engine(patch, files)
-    plain = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}  # a local clone: file transport
+    plain = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    local = clean_env(GIT_ALLOW_PROTOCOL="file")  # the one git layer's environment; a local clone: file transport
     with tempfile.TemporaryDirectory() as tmp:
         repo, out = Path(tmp) / "checkout", Path(tmp) / "out"
         for args in (["clone", "-q", "--shared", "--no-checkout", gitdir, str(repo)],
                      ["-C", str(repo), "checkout", "-q", "--detach", pair.parent]):
-            subprocess.run(["git", *args], check=True, capture_output=True, env=plain)
+            if (done := run_git(None, *args, env=local)).returncode:
+                raise subprocess.CalledProcessError(done.returncode, args, done.stdout, done.stderr)
         (Path(tmp) / "main.patch").write_text(patch)
         proc = subprocess.run([sys.executable, "-m", "fixmono", "make-patch", "--diff", str(Path(tmp) / "main.patch"),
                                "--upstream", str(repo), "--out", str(out), "--json"], capture_output=True, text=True,
@@ -480,9 +482,10 @@ def through_cli(gitdir: str, pair: Pair, patch: str) -> str | None:
             return f"the command says {result['status']} ({result['detail'][:120]}), in-process {mine.status}"
         if mine.status != "applied":
             return None
-        subprocess.run(["git", "-C", str(repo), "-c", "user.name=bench", "-c", "user.email=bench@example.com", "am",
-                        "-q", *map(str, sorted(out.glob("0001-*.patch")))], check=True, capture_output=True,
-                       env=plain)
+        done = run_git(repo, "-c", "user.name=bench", "-c", "user.email=bench@example.com", "am", "-q",
+                       *map(str, sorted(out.glob("0001-*.patch"))), env=local)
+        if done.returncode:
+            raise subprocess.CalledProcessError(done.returncode, ["git", "am"], done.stdout, done.stderr)
         texts = {p: (repo / p).read_text() for p in pair.paths}
         return None if texts == {p: mine.texts[p] for p in pair.paths} else \
             f"its series gives other text:\n{short_diff(mine.texts, texts)}"

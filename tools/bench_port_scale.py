@@ -34,6 +34,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
+from fixmono.sources.git import run_git  # noqa: E402  (every git process through the one layer)
+
 MEMORY_LIMIT = 6 << 30  # no case may take the machine down: an address space over this fails the case
 
 
@@ -72,8 +74,7 @@ def git_diff(before: str, after: str, path: str, work: Path, context: int = 3) -
     for side, text in (("a", before), ("b", after)):
         (work / side / path).parent.mkdir(parents=True, exist_ok=True)
         (work / side / path).write_text(text)
-    proc = subprocess.run(["git", "diff", "--no-index", "--no-color", f"-U{context}", f"a/{path}", f"b/{path}"],
-                          cwd=work, capture_output=True, text=True)
+    proc = run_git(work, "diff", "--no-index", "--no-color", f"-U{context}", f"a/{path}", f"b/{path}")
     return proc.stdout.replace(f"a/a/{path}", f"a/{path}").replace(f"b/b/{path}", f"b/{path}")
 
 
