@@ -74,7 +74,7 @@ def git_diff(before: str, after: str, path: str, work: Path, context: int = 3) -
     for side, text in (("a", before), ("b", after)):
         (work / side / path).parent.mkdir(parents=True, exist_ok=True)
         (work / side / path).write_text(text)
-    proc = run_git(work, "diff", "--no-index", "--no-color", f"-U{context}", f"a/{path}", f"b/{path}")
+    proc = run_git(work, "diff", "--no-index", "--no-ext-diff", "--no-color", f"-U{context}", f"a/{path}", f"b/{path}")
     return proc.stdout.replace(f"a/a/{path}", f"a/{path}").replace(f"b/b/{path}", f"b/{path}")
 
 
