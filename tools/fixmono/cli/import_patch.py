@@ -39,8 +39,9 @@ from fixmono.model.projects import PROJECTS, named
 from fixmono.model.registry import fix_files
 from fixmono.sources.git import clean_env, run_git
 from fixmono.sources.index import Deadline, read_capped
-from fixmono.sources.scratch import INTERRUPTS, abandoned, made_and_claimed, remove_if_empty
+from fixmono.sources.scratch import INTERRUPTS, abandoned, made_and_claimed, pause_point, remove_if_empty
 
+PAUSE_POINTS = ("import-staged", "import-placed")  # tests kill an import at each (scratch.pause_point)
 PATCH_LIMIT = 16 << 20  # bytes of one --from answer
 GITHUB = re.compile(r"^https://github\.com/[\w.-]+/[\w.-]+/(commit|pull)/\w+/?$")
 
@@ -236,11 +237,13 @@ def write(root: Path, folders: list[tuple[Path, dict[str, str | bytes]]], rows: 
             for name, content in files.items():
                 (staging / name).parent.mkdir(parents=True, exist_ok=True)
                 (staging / name).write_bytes(content if isinstance(content, bytes) else content.encode())
+        pause_point("import-staged")
         held = signal.pthread_sigmask(signal.SIG_BLOCK, INTERRUPTS)  # from here to the end: whole, or not at all
         try:
             for holder, (folder, _) in zip(staged, folders):
                 (holder / "new").rename(root / folder)
                 placed.append(root / folder)
+            pause_point("import-placed")
             if table and rows:
                 swap_in(readme, with_rows(text, rows))
         except BaseException:
