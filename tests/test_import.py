@@ -422,3 +422,22 @@ def test_a_folder_name_from_a_subject_is_whole_words_and_a_package_name(subject,
     made = folder_name(SimpleNamespace(subject=subject, name="x.patch"), None)
     assert made == name
     assert made.isidentifier() and not keyword.iskeyword(made) and len(made) <= 44
+
+
+@pytest.mark.parametrize("where", ["the checkout", "another folder"])
+def test_the_launcher_imports_into_its_own_checkout_from_anywhere(upstream, tree, tmp_path, where):
+    """tools/import_patch, as tools/make_patch and tools/new_fix: the folder goes
+    into the launcher's checkout; bad input is one line, exit 2."""
+    cwd = tree if where == "the checkout" else tmp_path / "elsewhere"
+    cwd.mkdir(exist_ok=True)
+    (tmp_path / "p.patch").write_bytes(patch_of(upstream, "HEAD"))
+    name = "launched_" + where.split()[-1]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    made = subprocess.run([sys.executable, str(tree / "tools" / "import_patch"), str(tmp_path / "p.patch"), "--name",
+                           name], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    assert made.returncode == 0 and f"fixes/transformers/{name}/" in made.stdout, made.stderr
+    assert (tree / "fixes" / "transformers" / name / "fix.py").is_file()
+    assert where == "the checkout" or list(cwd.iterdir()) == []
+    bad = subprocess.run([sys.executable, str(tree / "tools" / "import_patch"), str(tmp_path / "nosuch.patch")],
+                         cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "nosuch.patch" in bad.stderr, bad.stderr

@@ -2,10 +2,11 @@
 
     fixmono import PATCH... | --series DIR | --from URL | --from-commit CHECKOUT@REV
                    [--upstream PROJECT] [--name NAME] [--into ROOT] [--json]
+    tools/import_patch ...   (the same, into the checkout the launcher is in)
 
 Per patch (a `git format-patch` mail, a plain `diff -u`, or an mbox of
-several mails): fixes/<project>/<name>/ under ROOT (the current folder by
-default: a fixmono checkout) holding the diff as fix.patch, a fix.py that
+several mails): fixes/<project>/<name>/ under ROOT (by default the checkout
+this command is from, else the current folder: a fixmono checkout) holding the diff as fix.patch, a fix.py that
 declares it in a few lines (fixmono.engines.imported.declare), a README
 skeleton with the fields to fill, BUILD.bazel (`fix_module()`) and
 __init__.py. Discovery, the catalogue tests, make_patch and the wheel pick
@@ -66,9 +67,13 @@ def parse_args(argv: list[str]):
     p.add_argument("--upstream", metavar="PROJECT", help="the project, by its name or its PyPI name (default: from "
                                                           "the patch's paths)")
     p.add_argument("--name", help="the folder name (one patch only; default: from its subject)")
-    p.add_argument("--into", default=".", metavar="ROOT", help="the fixmono checkout to write into (default: .)")
+    p.add_argument("--into", default=None, metavar="ROOT", help="the fixmono checkout to write into (default: the "
+                                                                 "one this command is from, else .)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
+    if args.into is None:  # as tools/new_fix: the checkout this command belongs to (from anywhere), else here
+        from fixmono.cli.new_fix import own_checkout
+        args.into = str(own_checkout() or ".")
     if not (args.patches or args.series or args.url or args.from_commit):
         raise UserError("give PATCH files, --series DIR, --from URL or --from-commit CHECKOUT@REV")
     if args.upstream is not None:
