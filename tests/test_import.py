@@ -345,22 +345,37 @@ def test_a_killed_imports_staging_folder_is_ignored_and_swept(upstream, tree, tm
     claims: list[int] = []
     name = f"left_{int(marked)}{int(owner_alive)}"
     holder = leftover(tree, name, marked, owner_alive, claims)
+    temporary = tree / f".README.md.new-{os.getpid() if owner_alive else dead_pid()}"  # swap_in's, killed
+    temporary.write_text("a README half way\n")
     try:
         assert not any(i.endswith(name.replace("_", "-")) for i in discovered(tree))
         (tmp_path / "next.patch").write_bytes(patch_of(upstream, "HEAD"))
         made = run(tree, "-m", "fixmono", "import", str(tmp_path / "next.patch"), "--name", f"after_{name}")
         assert made.returncode == 0, made.stderr
-        assert holder.exists() == owner_alive
+        assert holder.exists() == owner_alive and temporary.exists() == owner_alive
     finally:
         for fd in claims:
             os.close(fd)
         shutil.rmtree(holder, ignore_errors=True)
+        temporary.unlink(missing_ok=True)
 
 
 def catalogue_state(tree: Path) -> tuple[dict[str, str], str]:
     """The fix folders (no dot-folders: staging) and the top README."""
     fixes = {k: v for k, v in digests(tree / "fixes").items() if not any(p.startswith(".") for p in Path(k).parts)}
     return fixes, (tree / "README.md").read_text()
+
+
+_SECONDS: list[float] = []
+
+
+def import_seconds(tree: Path, patch: Path) -> float:
+    """How long one import takes here (measured once)."""
+    if not _SECONDS:
+        start = time.monotonic()
+        assert run(tree, "-m", "fixmono", "import", str(patch), "--name", "killed_timing").returncode == 0
+        _SECONDS.append(time.monotonic() - start)
+    return _SECONDS[0]
 
 
 KILL_AT = {"staged": ("import-staged", None), "placed": ("import-placed", None),
@@ -378,6 +393,7 @@ def test_an_import_killed_at_any_moment_leaves_a_catalogue_that_loads(upstream, 
     (tmp_path / "p.patch").write_bytes(patch_of(upstream, "HEAD"))
     env = {**os.environ, "PYTHONPATH": f"{tree / 'tools'}{os.pathsep}{tree}", "PYTHONDONTWRITEBYTECODE": "1",
            "FIXMONO_PAUSE_AT": point or "", "FIXMONO_PAUSE_FILE": str(tmp_path / "reached")}
+    delay = fraction * import_seconds(tree, tmp_path / "p.patch") if fraction else 0
     before_fixes, before_readme = catalogue_state(tree)
     start = time.monotonic()
     proc = subprocess.Popen([sys.executable, "-m", "fixmono", "import", str(tmp_path / "p.patch"), "--name", name],
@@ -386,8 +402,8 @@ def test_an_import_killed_at_any_moment_leaves_a_catalogue_that_loads(upstream, 
         while not (tmp_path / "reached").exists():
             assert proc.poll() is None and time.monotonic() - start < 120, "the import did not reach " + point
             time.sleep(0.02)
-    else:  # a share of a whole import's time (about 1.5 s here)
-        time.sleep(fraction * 1.5)
+    else:  # a share of a whole import's time
+        time.sleep(delay)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     fixes, readme = catalogue_state(tree)

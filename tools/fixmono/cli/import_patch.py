@@ -279,9 +279,17 @@ def sweep_staging(root: Path) -> None:
         if holder.is_symlink() or not holder.is_dir() or remove_if_empty(holder):
             continue
         marker = holder / STAGING_MARKER
-        pid = holder.name.rpartition(".new-")[2]
-        if abandoned(marker) if marker.exists() else pid.isdigit() and not alive(int(pid)):
+        if abandoned(marker) if marker.exists() else owner_gone(holder):
             shutil.rmtree(holder, ignore_errors=True)
+    for temporary in root.glob(".README.md.new-*"):  # swap_in's, of an import killed in that instant
+        if temporary.is_file() and not temporary.is_symlink() and owner_gone(temporary):
+            temporary.unlink(missing_ok=True)
+
+
+def owner_gone(path: Path) -> bool:
+    """Whether the process whose pid ends `path`'s name (`….new-<pid>`) has ended."""
+    pid = path.name.rpartition(".new-")[2]
+    return pid.isdigit() and not alive(int(pid))
 
 
 def alive(pid: int) -> bool:
