@@ -457,3 +457,15 @@ def test_the_launcher_imports_into_its_own_checkout_from_anywhere(upstream, tree
     bad = subprocess.run([sys.executable, str(tree / "tools" / "import_patch"), str(tmp_path / "nosuch.patch")],
                          cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "nosuch.patch" in bad.stderr, bad.stderr
+
+
+@pytest.mark.parametrize("text", ['"""a \\N b"""\n', '"""open\n', "FIX = declare(\n", "x = '\0'\n"],
+                         ids=["bad escape", "unclosed docstring", "unclosed call", "a NUL byte"])
+def test_a_generated_file_that_does_not_compile_is_refused_before_it_is_placed(text):
+    """The last guard: whatever import generates is compiled before any folder is written."""
+    from fixmono.cli.import_patch import compiled
+    from fixmono.model.errors import UserError
+    with pytest.raises(UserError, match=r"^fixes/x/y/fix\.py: the generated file does not compile .*nothing was "
+                                        r"written$"):
+        compiled(text, Path("fixes/x/y/fix.py"))
+    assert compiled("x = 1\n", Path("fixes/x/y/fix.py")) == "x = 1\n"
