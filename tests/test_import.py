@@ -5,10 +5,16 @@ a real nginx on 127.0.0.1) and every bad input (one line, exit 2, nothing
 written). The upstream-shaped module is our own text."""
 import hashlib
 import json
+import keyword
 import os
+import random
+import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -188,6 +194,7 @@ def test_bad_arguments_are_one_line_and_nothing_is_written(upstream, tree, tmp_p
         "a folder that is there": ([str(good), "--name", existing], "already there"),
         "--name for two patches": ([str(both), "--name", "x"], "names one folder"),
         "--name not snake_case": ([str(good), "--name", "Bad-Name"], "snake_case"),
+        "--name a keyword": ([str(good), "--name", "class"], "keyword"),
         "not a checkout": ([str(good), "--into", str(tmp_path)], "not a fixmono checkout"),
         "a file URL": (["--from", f"file://{good}"], "http:// or https://"),
         "an unreachable URL": (["--from", "http://127.0.0.1:9/x.patch"], "--from http://127.0.0.1:9/x.patch"),
@@ -258,3 +265,207 @@ def test_a_declared_form_of_the_fix_is_already_applied_where_the_diff_does_not_f
     with pytest.raises(UserError, match=r"hunks outside def scale .*: a form of one def cannot stand for them"):
         diff_fix_of(parse_patch(wide, "wide.patch"), "pytorch-norm-nan", "pytorch",
                     {path: ("scale", ("v = clip(v, 0)",))})
+
+
+def discovered(tree: Path) -> dict[str, str]:
+    """{fix id: title} of the catalogue of `tree`, as every command loads it (asserts that it loads)."""
+    proc = run(tree, "-c", "import json; from fixmono.model.registry import discover; "
+                           "print(json.dumps({f.id: f.title for f in discover()}))")
+    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+    return json.loads(proc.stdout)
+
+
+def with_subject(upstream: Path, subject: str) -> bytes:
+    """A `git format-patch` mail of ours, its Subject line replaced by `subject`."""
+    mail = patch_of(upstream, "HEAD").decode()
+    old = next(line for line in mail.splitlines() if line.startswith("Subject: "))
+    return mail.replace(old, f"Subject: [PATCH] {subject}", 1).encode()
+
+
+NASTY_SUBJECTS = {
+    "windows path": r"Path C:\Users\bob fails",
+    "named escape": r"keep \N in the message",
+    "hex escape": r"a lone \x in it",
+    "unicode escape": r"a lone \u12 in it",
+    "triple quote": 'a """ in the subject',
+    "triple single quote": "a ''' in the subject",
+    "quote last": 'ends with a quote"',
+    "trailing backslash": "ends with a backslash \\",
+    "octal and newline escapes": r"\0 \n \t \\ mixed",
+}
+
+
+@pytest.mark.parametrize("case", NASTY_SUBJECTS)
+def test_a_subject_with_backslashes_or_quotes_gives_a_fix_the_catalogue_loads(upstream, tree, tmp_path, case):
+    """The subject lands in fix.py's docstring: whatever it holds, fix.py is
+    Python, the catalogue loads, and the fix's title is the subject."""
+    subject = NASTY_SUBJECTS[case]
+    (tmp_path / "nasty.patch").write_bytes(with_subject(upstream, subject))
+    name = "nasty_" + case.replace(" ", "_")
+    made = run(tree, "-m", "fixmono", "import", str(tmp_path / "nasty.patch"), "--name", name, "--json")
+    try:
+        assert made.returncode == 0, made.stderr
+        (record,) = json.loads(made.stdout)["imported"]
+        fix_py = tree / record["folder"] / "fix.py"
+        compile(fix_py.read_text(), str(fix_py), "exec")
+        assert discovered(tree)[record["fix"]] == subject
+    finally:  # a broken one must not break the other tests' catalogue
+        shutil.rmtree(tree / "fixes" / "transformers" / name, ignore_errors=True)
+
+
+def dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", ""])
+    proc.wait()
+    return proc.pid
+
+
+STAGING_MARKER = ".fixmono-import-staging"  # in import's holder, locked while its import runs
+
+
+def leftover(tree: Path, name: str, marked: bool, owner_alive: bool, claims: list[int]) -> Path:
+    """A staging folder an import left in fixes/transformers/, a broken fix.py in it."""
+    from fixmono.sources.scratch import claim
+    holder = tree / "fixes" / "transformers" / f".{name}.new-{os.getpid() if owner_alive else dead_pid()}"
+    inner = holder / "new" if marked else holder  # this import's holder, or an older import's staging folder
+    inner.mkdir(parents=True)
+    (inner / "__init__.py").write_text("")
+    (inner / "fix.py").write_text("def oops(:\n")
+    if marked:
+        (holder / STAGING_MARKER).write_text("12345\n")
+        if owner_alive:  # this test process holds its lock, as a running import does
+            claims.append(claim(holder / STAGING_MARKER))
+    return holder
+
+
+@pytest.mark.parametrize("marked", [True, False], ids=["marked holder", "older unmarked staging"])
+@pytest.mark.parametrize("owner_alive", [False, True], ids=["owner killed", "owner running"])
+def test_a_killed_imports_staging_folder_is_ignored_and_swept(upstream, tree, tmp_path, marked, owner_alive):
+    """Discovery never reads a dot-folder; the next import removes what a dead
+    import left, and nothing of a running one's."""
+    claims: list[int] = []
+    name = f"left_{int(marked)}{int(owner_alive)}"
+    holder = leftover(tree, name, marked, owner_alive, claims)
+    temporary = tree / f".README.md.new-{os.getpid() if owner_alive else dead_pid()}"  # swap_in's, killed
+    temporary.write_text("a README half way\n")
+    try:
+        assert not any(i.endswith(name.replace("_", "-")) for i in discovered(tree))
+        (tmp_path / "next.patch").write_bytes(patch_of(upstream, "HEAD"))
+        made = run(tree, "-m", "fixmono", "import", str(tmp_path / "next.patch"), "--name", f"after_{name}")
+        assert made.returncode == 0, made.stderr
+        assert holder.exists() == owner_alive and temporary.exists() == owner_alive
+    finally:
+        for fd in claims:
+            os.close(fd)
+        shutil.rmtree(holder, ignore_errors=True)
+        temporary.unlink(missing_ok=True)
+
+
+def catalogue_state(tree: Path) -> tuple[dict[str, str], str]:
+    """The fix folders (no dot-folders: staging) and the top README."""
+    fixes = {k: v for k, v in digests(tree / "fixes").items() if not any(p.startswith(".") for p in Path(k).parts)}
+    return fixes, (tree / "README.md").read_text()
+
+
+_SECONDS: list[float] = []
+
+
+def import_seconds(tree: Path, patch: Path) -> float:
+    """How long one import takes here (measured once)."""
+    if not _SECONDS:
+        start = time.monotonic()
+        assert run(tree, "-m", "fixmono", "import", str(patch), "--name", "killed_timing").returncode == 0
+        _SECONDS.append(time.monotonic() - start)
+    return _SECONDS[0]
+
+
+KILL_AT = {"staged": ("import-staged", None), "placed": ("import-placed", None),
+           **{f"random {n}": (None, f) for n, f in enumerate((0.2, 0.5, 0.7, 0.9))}}
+
+
+@pytest.mark.parametrize("moment", KILL_AT)
+def test_an_import_killed_at_any_moment_leaves_a_catalogue_that_loads(upstream, tree, tmp_path, moment):
+    """SIGKILL at a moment of an import (its folder staged; renamed in, the
+    README not yet changed; at random): the catalogue loads, the fix folders
+    are as before or as after, the README too; the next import sweeps what
+    the killed one left."""
+    point, fraction = KILL_AT[moment]
+    name = "killed_" + moment.replace(" ", "_")
+    (tmp_path / "p.patch").write_bytes(patch_of(upstream, "HEAD"))
+    env = {**os.environ, "PYTHONPATH": f"{tree / 'tools'}{os.pathsep}{tree}", "PYTHONDONTWRITEBYTECODE": "1",
+           "FIXMONO_PAUSE_AT": point or "", "FIXMONO_PAUSE_FILE": str(tmp_path / "reached")}
+    delay = fraction * import_seconds(tree, tmp_path / "p.patch") if fraction else 0
+    before_fixes, before_readme = catalogue_state(tree)
+    start = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-m", "fixmono", "import", str(tmp_path / "p.patch"), "--name", name],
+                            cwd=tree, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    if point:
+        while not (tmp_path / "reached").exists():
+            assert proc.poll() is None and time.monotonic() - start < 120, "the import did not reach " + point
+            time.sleep(0.02)
+    else:  # a share of a whole import's time
+        time.sleep(delay)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    fixes, readme = catalogue_state(tree)
+    added = fixes.keys() - before_fixes.keys()
+    assert fixes.items() >= before_fixes.items() and {k.split("/")[1] for k in added} <= {name}, added
+    assert len(added) in (0, 5), added  # the whole folder or none of it
+    if point == "import-staged":
+        assert not added and list((tree / "fixes").glob(f"*/.{name}.new-*")), "killed with its folder staged"
+    if point == "import-placed":
+        assert len(added) == 5  # renamed in; the README's row is not there yet (not atomic with the folder)
+    assert readme == before_readme or f"transformers-{name.replace('_', '-')} " in readme
+    discovered(tree)
+    final = run(tree, "-m", "fixmono", "import", str(tmp_path / "p.patch"), "--name", f"after_{name}")
+    assert final.returncode == 0, final.stderr
+    assert list((tree / "fixes").glob("*/.*.new-*")) == []
+
+
+@pytest.mark.parametrize("subject, name", [
+    ("Trainer: pass num steps 1 to scheduler", "trainer_pass_num_steps_1"),
+    ("Guard against zero division by the warmup steps", "guard_against_zero_division"),
+    ("Scheduler: no division by zero without warmup", "scheduler_no_division_by_zero_without"),
+    ("Refactor distributedtensorparallelism checkpointing layer", "refactor_distributedtensorparallelism"),
+    ("123 fix for the loader", "fix_123_fix_for_the_loader"),
+    ("2x faster attention", "fix_2x_faster_attention"),
+    ("class", "fix_class"),
+    ("Import", "fix_import"),
+    ("async", "fix_async"),
+    ("To the", "to"),
+])
+def test_a_folder_name_from_a_subject_is_whole_words_and_a_package_name(subject, name):
+    from fixmono.cli.import_patch import folder_name
+    made = folder_name(SimpleNamespace(subject=subject, name="x.patch"), None)
+    assert made == name
+    assert made.isidentifier() and not keyword.iskeyword(made) and len(made) <= 44
+
+
+@pytest.mark.parametrize("where", ["the checkout", "another folder"])
+def test_the_launcher_imports_into_its_own_checkout_from_anywhere(upstream, tree, tmp_path, where):
+    """tools/import_patch, as tools/make_patch and tools/new_fix: the folder goes
+    into the launcher's checkout; bad input is one line, exit 2."""
+    cwd = tree if where == "the checkout" else tmp_path / "elsewhere"
+    cwd.mkdir(exist_ok=True)
+    (tmp_path / "p.patch").write_bytes(patch_of(upstream, "HEAD"))
+    name = "launched_" + where.split()[-1]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    made = subprocess.run([sys.executable, str(tree / "tools" / "import_patch"), str(tmp_path / "p.patch"), "--name",
+                           name], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    assert made.returncode == 0 and f"fixes/transformers/{name}/" in made.stdout, made.stderr
+    assert (tree / "fixes" / "transformers" / name / "fix.py").is_file()
+    assert where == "the checkout" or list(cwd.iterdir()) == []
+    bad = subprocess.run([sys.executable, str(tree / "tools" / "import_patch"), str(tmp_path / "nosuch.patch")],
+                         cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "nosuch.patch" in bad.stderr, bad.stderr
+
+
+@pytest.mark.parametrize("text", ['"""a \\N b"""\n', '"""open\n', "FIX = declare(\n", "x = '\0'\n"],
+                         ids=["bad escape", "unclosed docstring", "unclosed call", "a NUL byte"])
+def test_a_generated_file_that_does_not_compile_is_refused_before_it_is_placed(text):
+    """The last guard: whatever import generates is compiled before any folder is written."""
+    from fixmono.cli.import_patch import compiled
+    from fixmono.model.errors import UserError
+    with pytest.raises(UserError, match=r"^fixes/x/y/fix\.py: the generated file does not compile .*nothing was "
+                                        r"written$"):
+        compiled(text, Path("fixes/x/y/fix.py"))
+    assert compiled("x = 1\n", Path("fixes/x/y/fix.py")) == "x = 1\n"

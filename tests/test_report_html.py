@@ -140,3 +140,82 @@ def test_two_ids_that_read_alike_get_two_pages(tmp_path):
     pages = sorted(p.name for p in (tmp_path / "site").glob("fix-*.html"))
     assert len(pages) == 2 and "fix-a-b.html" in pages, pages
     assert all(f'href="{page}"' in (tmp_path / "site" / "index.html").read_text() for page in pages)
+
+
+def tree_of(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("theirs", [
+    {"index.html": "<p>my own page</p>"},
+    {"fix-jax-standardize-nan.html": "<p>my notes on it</p>"},
+    {"notes.txt": "mine"},
+    {"sub/index.html": "mine"},
+    {".fixmono-site-manifest": "# not a manifest of ours\n"},
+], ids=["index.html", "a fix page", "another file", "a subfolder", "a bare manifest"])
+def test_a_folder_holding_the_users_files_is_refused_and_left_alone(tmp_path, theirs):
+    site = tmp_path / "site"
+    for name, text in theirs.items():
+        (site / name).parent.mkdir(parents=True, exist_ok=True)
+        (site / name).write_text(text)
+    before = tree_of(site)
+    done = report("--html", site, "-", stdin=json.dumps(PAYLOAD))
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "give an empty or new directory" in done.stderr, \
+        done.stderr
+    assert tree_of(site) == before and sorted(p.name for p in tmp_path.iterdir()) == ["site"]
+
+
+def test_a_site_written_here_is_replaced_whole_but_not_once_edited(tmp_path):
+    site = tmp_path / "site"
+    assert report("--html", site, "-", stdin=json.dumps(PAYLOAD)).returncode == 0
+    assert (site / "fix-jax-standardize-nan.html").is_file()
+    one = {"matrix": {"transformers-moe-aux-loss-world-size": rows("applied")}}
+    done = report("--html", site, "-", stdin=json.dumps(one))
+    assert done.returncode == 0 and done.stdout.startswith("wrote 2 page(s)"), done.stderr
+    assert sorted(p.name for p in site.iterdir()) == [".fixmono-site-manifest", "fix-transformers-moe-aux-loss-"
+                                                      "world-size.html", "index.html"]  # no page of the last site
+    (site / "index.html").write_text((site / "index.html").read_text() + "<!-- my edit -->")
+    before = tree_of(site)
+    done = report("--html", site, "-", stdin=json.dumps(PAYLOAD))
+    assert done.returncode == 2 and "index.html was changed" in done.stderr and done.stderr.count("\n") == 1
+    assert tree_of(site) == before and sorted(p.name for p in tmp_path.iterdir()) == ["site"]
+
+
+BAD_ROWS = {
+    "detail an object": {"matrix": {"f": [{"version": "1.0", "status": "applied", "detail": {"a": 1}}]}},
+    "static a number": {"matrix": {"f": [{"version": "1.0", "status": "applied", "static": 1}]}},
+    "finding a list": {"runs": {"f": [{"version": "1.0", "static": "applied", "verdict": "reproduced",
+                                       "finding": ["x"]}]}},
+    "run detail null": {"runs": {"f": [{"version": "1.0", "static": "applied", "verdict": "reproduced",
+                                        "detail": None}]}},
+}
+
+
+@pytest.mark.parametrize("case", BAD_ROWS)
+@pytest.mark.parametrize("into", ["a new folder", "a site written here"])
+def test_a_row_of_the_wrong_shape_is_one_line_and_nothing_is_written(tmp_path, case, into):
+    site = tmp_path / "site"
+    if into == "a site written here":
+        assert report("--html", site, "-", stdin=json.dumps(PAYLOAD)).returncode == 0
+    before = tree_of(site) if site.exists() else None
+    done = report("--html", site, "-", stdin=json.dumps(BAD_ROWS[case]))
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "not a drift report: " in done.stderr, \
+        done.stderr
+    assert (tree_of(site) if site.exists() else None) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == (["site"] if before else [])
+
+
+def test_a_failure_while_the_site_is_made_leaves_the_last_site_whole(tmp_path, monkeypatch):
+    """The pages are made, written beside the folder, then swapped in: a page
+    that fails leaves the site that was there, and nothing beside it."""
+    from fixmono.output import html_report
+    site = tmp_path / "site"
+    html_report.write_site(PAYLOAD, site, {})
+    before = tree_of(site)
+
+    def broken(fix_id, *args):
+        raise TypeError("a page that cannot be made")
+    monkeypatch.setattr(html_report, "fix_page", broken)
+    with pytest.raises(TypeError):
+        html_report.write_site({"matrix": {"other": rows("failed")}}, site, {})
+    assert tree_of(site) == before and sorted(p.name for p in tmp_path.iterdir()) == ["site"]

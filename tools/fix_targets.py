@@ -24,9 +24,15 @@ def cross_cutting(tests: Path = ROOT / "tests") -> list[str]:
             if LOOPS.search((tests / src).read_text(encoding="utf-8"))]
 
 
+def fix_files() -> list[Path]:
+    """fixes/<project>/<name>/fix.py, but in dot-folders (as fixmono.model.registry.fix_files)."""
+    return [p for p in sorted((ROOT / "fixes").glob("*/*/fix.py"))
+            if not any(part.startswith(".") for part in p.relative_to(ROOT / "fixes").parts[:2])]
+
+
 def folder_of(fix_id: str) -> str | None:
     """fixes/<project>/<name> of a fix id, from the declarations (read as text, as `fixmono import` does)."""
-    for fix_py in sorted((ROOT / "fixes").glob("*/*/fix.py")):
+    for fix_py in fix_files():
         text = fix_py.read_text(encoding="utf-8", errors="replace")
         if re.search(rf'\bid\s*=\s*"{re.escape(fix_id)}"', text):
             return fix_py.parent.relative_to(ROOT).as_posix()
@@ -39,7 +45,7 @@ def main(argv: list[str]) -> int:
         return 2
     folder = folder_of(argv[0])
     if folder is None:
-        known = sorted(m for p in (ROOT / "fixes").glob("*/*/fix.py")
+        known = sorted(m for p in fix_files()
                        for m in re.findall(r'\bid\s*=\s*"([a-z0-9-]+)"', p.read_text(encoding="utf-8", errors="replace")))
         print(f"check_fix: error: unknown fix id {argv[0]!r} (known: {', '.join(known)})", file=sys.stderr)
         return 2

@@ -9,12 +9,17 @@ from fixmono.model.errors import UserError
 
 
 def check_site_folder(path: Path, flag: str = "--html") -> None:
-    """A folder to write a site into, checked before the run: a folder, or a new one in an existing folder."""
+    """A folder to write a site into, checked before the run: a new one in an existing folder, an empty one,
+    or one holding only a site written here, unchanged."""
     path = path.resolve()
     if path.exists() and not path.is_dir():
         raise UserError(f"{flag} {path} is not a folder")
     if not path.exists() and not path.parent.is_dir():
         raise UserError(f"{flag} {path}: no folder {path.parent}")
+    if path.is_dir():  # the user's folder: written only where it holds a site written here (its manifest)
+        from fixmono.output.html_report import SITE
+        from fixmono.output.out_dir import check_ours
+        check_ours(path, f"{flag} {path}", SITE)
 
 
 def check_report_path(path: Path, flag: str = "--out") -> None:

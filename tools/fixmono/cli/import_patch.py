@@ -2,10 +2,11 @@
 
     fixmono import PATCH... | --series DIR | --from URL | --from-commit CHECKOUT@REV
                    [--upstream PROJECT] [--name NAME] [--into ROOT] [--json]
+    tools/import_patch ...   (the same, into the checkout the launcher is in)
 
 Per patch (a `git format-patch` mail, a plain `diff -u`, or an mbox of
-several mails): fixes/<project>/<name>/ under ROOT (the current folder by
-default: a fixmono checkout) holding the diff as fix.patch, a fix.py that
+several mails): fixes/<project>/<name>/ under ROOT (by default the checkout
+this command is from, else the current folder: a fixmono checkout) holding the diff as fix.patch, a fix.py that
 declares it in a few lines (fixmono.engines.imported.declare), a README
 skeleton with the fields to fill, BUILD.bazel (`fix_module()`) and
 __init__.py. Discovery, the catalogue tests, make_patch and the wheel pick
@@ -16,6 +17,8 @@ Folders appear whole: each is written beside its place and renamed in.
 """
 from __future__ import annotations
 
+import json
+import keyword
 import os
 import re
 import shutil
@@ -34,10 +37,12 @@ from fixmono.engines.port import project_of, slug
 from fixmono.model.errors import FixDeclarationError, UserError, one_line
 from fixmono.model.patchfile import PatchFile, at_strip, decode, parse_patch, series_sources, split_mails
 from fixmono.model.projects import PROJECTS, named
+from fixmono.model.registry import fix_files
 from fixmono.sources.git import clean_env, run_git
 from fixmono.sources.index import Deadline, read_capped
-from fixmono.sources.scratch import INTERRUPTS
+from fixmono.sources.scratch import INTERRUPTS, abandoned, made_and_claimed, pause_point, remove_if_empty
 
+PAUSE_POINTS = ("import-staged", "import-placed")  # tests kill an import at each (scratch.pause_point)
 PATCH_LIMIT = 16 << 20  # bytes of one --from answer
 GITHUB = re.compile(r"^https://github\.com/[\w.-]+/[\w.-]+/(commit|pull)/\w+/?$")
 
@@ -62,9 +67,13 @@ def parse_args(argv: list[str]):
     p.add_argument("--upstream", metavar="PROJECT", help="the project, by its name or its PyPI name (default: from "
                                                           "the patch's paths)")
     p.add_argument("--name", help="the folder name (one patch only; default: from its subject)")
-    p.add_argument("--into", default=".", metavar="ROOT", help="the fixmono checkout to write into (default: .)")
+    p.add_argument("--into", default=None, metavar="ROOT", help="the fixmono checkout to write into (default: the "
+                                                                 "one this command is from, else .)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
+    if args.into is None:  # as tools/new_fix: the checkout this command belongs to (from anywhere), else here
+        from fixmono.cli.new_fix import own_checkout
+        args.into = str(own_checkout() or ".")
     if not (args.patches or args.series or args.url or args.from_commit):
         raise UserError("give PATCH files, --series DIR, --from URL or --from-commit CHECKOUT@REV")
     if args.upstream is not None:
@@ -75,6 +84,8 @@ def parse_args(argv: list[str]):
         args.upstream = project.name
     if args.name is not None and not re.fullmatch(r"[a-z][a-z0-9_]*", args.name):
         raise UserError(f"--name {args.name!r}: a folder name in snake_case (a-z, 0-9, _)")
+    if args.name is not None and keyword.iskeyword(args.name):
+        raise UserError(f"--name {args.name!r}: a Python keyword cannot name a package (try fix_{args.name})")
     if not (Path(args.into) / "fixes" / "__init__.py").is_file():
         raise UserError(f"{args.into}: not a fixmono checkout (no fixes/__init__.py); give --into ROOT")
     return args
@@ -125,15 +136,34 @@ def commit_patches(spec: str) -> bytes:
     return proc.stdout
 
 
+STOP_WORDS = {"to", "the", "a", "an", "of", "for", "in", "on", "and", "or", "with", "by", "at", "from", "as"}
+NAME_WORDS, NAME_CHARS = 6, 40
+
+
 def folder_name(patch: PatchFile, given: str | None) -> str:
+    """`given`, else the subject's first words (whole words, at most NAME_WORDS
+    and NAME_CHARS) less the stop words that would end it mid-phrase; a name
+    Python cannot import as a package (a digit first, a keyword) gets `fix_`."""
     if given:
         return given
-    return "_".join(slug(patch).removeprefix("diff-").split("-")[:6])
+    words = slug(patch).removeprefix("diff-").split("-")
+    name = words[0][:NAME_CHARS]
+    for word in words[1:NAME_WORDS]:
+        if len(name) + 1 + len(word) > NAME_CHARS:
+            break
+        name += "_" + word
+    while "_" in name and name.rsplit("_", 1)[1] in STOP_WORDS:
+        name = name.rsplit("_", 1)[0]
+    return package_name(name)
+
+
+def package_name(name: str) -> str:
+    return f"fix_{name}" if name[:1].isdigit() or keyword.iskeyword(name) else name
 
 
 def taken_ids(root: Path) -> set[str]:
     """The fix ids the checkout's fix.py files declare (read as text: nothing is imported)."""
-    return {m for p in (root / "fixes").glob("*/*/fix.py")
+    return {m for p in fix_files(root / "fixes")
             for m in re.findall(r'\bid\s*=\s*"([a-z0-9-]+)"', p.read_text(encoding="utf-8", errors="replace"))}
 
 
@@ -179,7 +209,7 @@ def plan(args) -> list[tuple[Path, dict[str, str | bytes], Imported]]:
             found = [str(err)]
         if found:
             raise UserError(f"{name}: {found[0]}; nothing was written")
-        files = {PATCH: data, "fix.py": fix_py(patch, fix_id, project, name), "README.md": readme(patch, fix),
+        files = {PATCH: data, "fix.py": compiled(fix_py(patch, fix_id, project, name), folder / "fix.py"), "README.md": readme(patch, fix),
                  "BUILD.bazel": BUILD, "__init__.py": ""}
         kind = "Python, imported" if all(c.path.endswith((".py", ".pyi")) for c in fix.changes) else "imported"
         out.append((folder, files, Imported(folder, fix_id, len(fix.changes), sum(c.sites for c in fix.changes),
@@ -198,20 +228,27 @@ def write(root: Path, folders: list[tuple[Path, dict[str, str | bytes]]], rows: 
     except (OSError, UnicodeDecodeError) as err:
         raise UserError(f"{readme}: cannot read it ({one_line(err)}); nothing was written") from None
     table = text is not None and README_TABLE in text.replace("\r\n", "\n")
-    staged, placed = [], []
+    staged, placed, locks = [], [], []
     try:
+        sweep_staging(root)
         for folder, files in folders:
-            staging = (root / folder).with_name(f".{folder.name}.new-{os.getpid()}")
-            staged.append(staging)
-            staging.mkdir(parents=True)
+            holder = (root / folder).with_name(f".{folder.name}.new-{os.getpid()}")
+            holder.parent.mkdir(parents=True, exist_ok=True)
+            holder, lock = made_and_claimed(lambda: holder.mkdir() or holder, STAGING_MARKER)
+            locks.append(lock)
+            staging = holder / "new"
+            staged.append(holder)
+            staging.mkdir()
             for name, content in files.items():
                 (staging / name).parent.mkdir(parents=True, exist_ok=True)
                 (staging / name).write_bytes(content if isinstance(content, bytes) else content.encode())
+        pause_point("import-staged")
         held = signal.pthread_sigmask(signal.SIG_BLOCK, INTERRUPTS)  # from here to the end: whole, or not at all
         try:
-            for staging, (folder, _) in zip(staged, folders):
-                staging.rename(root / folder)
+            for holder, (folder, _) in zip(staged, folders):
+                (holder / "new").rename(root / folder)
                 placed.append(root / folder)
+            pause_point("import-placed")
             if table and rows:
                 swap_in(readme, with_rows(text, rows))
         except BaseException:
@@ -224,9 +261,45 @@ def write(root: Path, folders: list[tuple[Path, dict[str, str | bytes]]], rows: 
         raise UserError(f"{err.filename or root}: cannot write ({err.strerror or one_line(err)}); nothing was "
                         "written") from None
     finally:
-        for staging in staged:
-            shutil.rmtree(staging, ignore_errors=True)
+        for holder in staged:
+            shutil.rmtree(holder, ignore_errors=True)
+        for lock in locks:
+            os.close(lock)
     return table
+
+
+STAGING_MARKER = ".fixmono-import-staging"  # in each holder, locked by the import writing there
+
+
+def sweep_staging(root: Path) -> None:
+    """Remove the holders (fixes/<project>/.<name>.new-<pid>/) killed imports
+    left: marked, and nobody holds the marker's lock (as make_patch's --out
+    sweeps its own); an older import's, unmarked, where that pid is gone."""
+    for holder in (root / "fixes").glob("*/.*.new-*"):
+        if holder.is_symlink() or not holder.is_dir() or remove_if_empty(holder):
+            continue
+        marker = holder / STAGING_MARKER
+        if abandoned(marker) if marker.exists() else owner_gone(holder):
+            shutil.rmtree(holder, ignore_errors=True)
+    for temporary in root.glob(".README.md.new-*"):  # swap_in's, of an import killed in that instant
+        if temporary.is_file() and not temporary.is_symlink() and owner_gone(temporary):
+            temporary.unlink(missing_ok=True)
+
+
+def owner_gone(path: Path) -> bool:
+    """Whether the process whose pid ends `path`'s name (`….new-<pid>`) has ended."""
+    pid = path.name.rpartition(".new-")[2]
+    return pid.isdigit() and not alive(int(pid))
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: someone else's process
+        return True
+    return True
 
 
 def swap_in(path: Path, text: str) -> None:
@@ -257,18 +330,36 @@ def with_rows(text: str, rows: list[str]) -> str:
     return eol.join(lines[:at] + rows + lines[at:])
 
 
+def docstring_safe(text: str) -> str:
+    """`text` as it may stand inside a \"\"\"docstring\"\"\": backslashes and quotes escaped,
+    characters that are not printable written as escapes (its value is `text` again)."""
+    return "".join("\\" + c if c in '\\"' else c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def fix_py(patch: PatchFile, fix_id: str, project: str, source: str) -> str:
-    title = (patch.subject or Path(source).name).replace('"""', "'''")
+    title = docstring_safe(patch.subject or Path(source).name)
+    where = docstring_safe(Path(source).name if "://" not in source else source)
     return f'''"""{title}
 
-Imported by `fixmono import` from {Path(source).name if "://" not in source else source}: fix.patch is the
+Imported by `fixmono import` from {where}: fix.patch is the
 fix, ported by syntax to each release; its fixture, cases and check are made
 from the diff (fixmono.engines.imported).
 """
 from fixmono.engines.imported import declare
 
-FIX = declare(__file__, id="{fix_id}", upstream="{project}")
+FIX = declare(__file__, id={json.dumps(fix_id)}, upstream={json.dumps(project)})
 '''
+
+
+def compiled(text: str, path: Path) -> str:
+    """`text`, a file import generates, once Python compiles it: a generated file
+    must never leave the catalogue unloadable."""
+    try:
+        compile(text, str(path), "exec")
+    except (SyntaxError, ValueError) as err:
+        raise UserError(f"{path}: the generated file does not compile ({one_line(err)}); this is a bug of "
+                        "fixmono import; nothing was written") from None
+    return text
 
 
 def readme(patch: PatchFile, fix) -> str:

@@ -13,6 +13,7 @@ from pathlib import Path
 from fixmono.cli.files import check_site_folder
 from fixmono.cli.guard import ArgumentParser, run_command
 from fixmono.model.errors import UserError, one_line
+from fixmono.model.shapes import Maybe, checked
 from fixmono.output.html_report import write_site
 from fixmono.output.readmes import fix_readmes
 
@@ -47,7 +48,13 @@ def read_payload(name: str) -> dict:
     not_run = payload.get("not_run") or {}
     if not isinstance(not_run, dict) or not all(isinstance(v, str) for v in not_run.values()):
         raise UserError(f"{name}: not a drift report: `not_run` maps fix ids to reasons")
-    return payload
+    return checked(payload, REPORT, f"{name}: not a drift report")
+
+
+TEXT = str  # a row's optional fields: the site writes them as text
+REPORT = {"matrix?": Maybe({str: [{"version": str, "status": str, "detail?": TEXT, "static?": TEXT}]}),
+          "runs?": Maybe({str: [{"version": str, "static": str, "verdict": str, "detail?": TEXT, "finding?": TEXT}]}),
+          "not_run?": Maybe({str: str})}
 
 
 def work(args):

@@ -18,10 +18,18 @@ def catalogue_dirs() -> list[Path]:
     return [Path(p) for p in importlib.import_module(CATALOGUE).__path__]
 
 
+def fix_files(root: Path) -> list[Path]:
+    """Every fixes/<project>/<name>/fix.py under `root` (a catalogue folder); a
+    folder whose name starts with a dot is none (`fixmono import`'s staging
+    folders, a killed run's leftovers, editors' and tools' folders)."""
+    return sorted(p for p in root.glob("*/*/fix.py") if not any(part.startswith(".") for part in
+                                                                   p.relative_to(root).parts[:2]))
+
+
 def fix_packages() -> list[str]:
     """Dotted package names of every fix folder, in a stable order."""
     return sorted({".".join((CATALOGUE, *p.parent.relative_to(root).parts))
-                   for root in catalogue_dirs() for p in root.glob("*/*/fix.py")})
+                   for root in catalogue_dirs() for p in fix_files(root)})
 
 
 def load(package: str) -> Fix:

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import html
-import os
 import re
 from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
+
+from fixmono.output.out_dir import SeriesWrite, check_ours
 
 STATUSES = ("applied", "already-applied", "not-applicable", "failed")
 VERDICT_MARK = {"reproduced": "●", "not-reproduced": "○", "cannot-run-here": "?"}
@@ -43,25 +44,39 @@ pre.readme { white-space: pre-wrap; background: #f7f7f7; padding: 1em; }
 """
 
 
-def write_site(payload: dict, folder: Path, readmes: dict[str, tuple[str, str]]) -> list[Path]:
+SITE = "fixmono-site"  # out_dir's name for the site's manifest and holders
+
+
+def write_site(payload: dict, folder: Path, readmes: dict[str, tuple[str, str]], flag: str = "--html") -> list[Path]:
     """Write index.html and one page per fix into `folder` from a drift --json
     payload (`matrix`, and `runs` when the reproducers ran); `readmes` maps a
-    fix id to (its project, its README text). Returns the files written."""
-    folder.mkdir(parents=True, exist_ok=True)
+    fix id to (its project, its README text). Returns the files written.
+    As make_patch's --out: `folder` is new, empty or holds a site written
+    here (its manifest); the site is written beside it and swapped in whole."""
+    folder = folder.resolve()
+    if folder.is_dir():
+        check_ours(folder, f"{flag} {folder}", SITE)
+    files = site_files(payload, readmes)
+    site = SeriesWrite(folder, SITE, flag)
+    site.stage(files)
+    try:
+        site.commit()
+    except BaseException:
+        site.discard()
+        raise
+    site.finish()
+    return [folder / name for name in files]
+
+
+def site_files(payload: dict, readmes: dict[str, tuple[str, str]]) -> dict[str, bytes]:
+    """{file name: bytes} of the site: index.html and a page per fix."""
     matrix, runs = payload.get("matrix") or {}, payload.get("runs") or {}
     verdicts = {fix_id: {r["version"]: r for r in rows} for fix_id, rows in runs.items()}
-    written = [write(folder / "index.html", index_page(matrix, verdicts, readmes, payload))]
+    pages = {"index.html": index_page(matrix, verdicts, readmes, payload)}
     for fix_id in sorted(set(matrix) | set(runs)):
-        written.append(write(folder / page_name(fix_id), fix_page(fix_id, matrix.get(fix_id, []),
-                                                                  verdicts.get(fix_id, {}), readmes.get(fix_id))))
-    return written
-
-
-def write(path: Path, text: str) -> Path:
-    partial = path.with_name(f".{path.name}.{os.getpid()}")
-    partial.write_text(text, encoding="utf-8")
-    partial.replace(path)  # a page is there whole or not at all
-    return path
+        pages[page_name(fix_id)] = fix_page(fix_id, matrix.get(fix_id, []), verdicts.get(fix_id, {}),
+                                            readmes.get(fix_id))
+    return {name: text.encode("utf-8") for name, text in pages.items()}
 
 
 def page_name(fix_id: str) -> str:

@@ -21,23 +21,33 @@ from fixmono.sources.upstream import Upstream
 # works in a holder directory beside it: `.<out>.make_patch-<random>`, marked
 # by STAGING_MARKER with the owner's pid, so nothing of the user's is ever
 # taken for make_patch's leftovers.
+# The HTML site of `report --html` / `drift --html` is written the same way,
+# under its own names (tool="fixmono-site").
 MANIFEST = ".make_patch-manifest"
 STAGING_MARKER = ".make_patch-staging"
+
+
+def manifest_name(tool: str) -> str:
+    return f".{tool}-manifest"
+
+
+def marker_name(tool: str) -> str:
+    return f".{tool}-staging"
 
 
 def digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def manifest_text(files: dict[str, bytes]) -> bytes:
-    lines = ["# Files make_patch wrote here; it replaces only these, unchanged. sha256  name"]
+def manifest_text(files: dict[str, bytes], tool: str = "make_patch") -> bytes:
+    lines = [f"# Files {tool} wrote here; it replaces only these, unchanged. sha256  name"]
     lines += [f"{digest(data)}  {name}" for name, data in sorted(files.items())]
     return ("\n".join(lines) + "\n").encode()
 
 
-def read_manifest(out: Path) -> dict[str, str]:
+def read_manifest(out: Path, tool: str = "make_patch") -> dict[str, str]:
     try:
-        text = (out / MANIFEST).read_text(encoding="utf-8")
+        text = (out / manifest_name(tool)).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return {}
     entries = (line.split("  ", 1) for line in text.splitlines() if line and not line.startswith("#"))
@@ -49,8 +59,8 @@ class SeriesWrite:
     the new series beside `out`, commit() swaps it in (the old one is kept),
     rollback() swaps it back, finish() drops the old one."""
 
-    def __init__(self, out: Path):
-        self.out = out
+    def __init__(self, out: Path, tool: str = "make_patch", flag: str = "--out"):
+        self.out, self.tool, self.flag = out, tool, flag
         self.holder: Path | None = None
         self.committed = False
         self.made_parents: list[Path] = []  # folders above --out this run created
@@ -60,17 +70,17 @@ class SeriesWrite:
         try:
             self.made_parents = [p for p in self.out.parents if not p.exists()]
             self.out.parent.mkdir(parents=True, exist_ok=True)
-            sweep_staging(self.out)
+            sweep_staging(self.out, self.tool)
             self.holder, self.lock = made_and_claimed(
-                lambda: Path(tempfile.mkdtemp(prefix=f".{self.out.name}.make_patch-", dir=self.out.parent)),
-                STAGING_MARKER)
+                lambda: Path(tempfile.mkdtemp(prefix=f".{self.out.name}.{self.tool}-", dir=self.out.parent)),
+                marker_name(self.tool))
             new = self.holder / "new"
             new.mkdir()  # not mkdtemp: the series gets the umask's mode, like any new directory
-            for name, data in {**files, MANIFEST: manifest_text(files)}.items():
+            for name, data in {**files, manifest_name(self.tool): manifest_text(files, self.tool)}.items():
                 (new / name).write_bytes(data)
         except OSError as err:
             self.discard()
-            raise UserError(f"--out {self.out}: cannot write there: {err.strerror or err}") from None
+            raise UserError(f"{self.flag} {self.out}: cannot write there: {err.strerror or err}") from None
 
     def commit(self) -> None:
         new, old = self.holder / "new", self.holder / "old"
@@ -113,14 +123,14 @@ class SeriesWrite:
                 break
 
 
-def sweep_staging(out: Path) -> None:
+def sweep_staging(out: Path, tool: str = "make_patch") -> None:
     """Remove the holders that killed runs left beside `out` (marked, with
     nobody holding the marker's lock); if one died between its two renames
     (`out` missing), its old series is put back first. Directories without
     the marker are the user's, but for empty ones: a run killed between
     making its holder and claiming it."""
-    for path in sorted(out.parent.glob(f".{glob.escape(out.name)}.make_patch-*")):
-        if path.is_symlink() or remove_if_empty(path) or not abandoned(path / STAGING_MARKER):
+    for path in sorted(out.parent.glob(f".{glob.escape(out.name)}.{tool}-*")):
+        if path.is_symlink() or remove_if_empty(path) or not abandoned(path / marker_name(tool)):
             continue
         if (path / "old").is_dir() and not os.path.lexists(out):
             (path / "old").rename(out)
@@ -192,26 +202,27 @@ def check_out_dir(upstream: Upstream, out: Path) -> Path:
     return resolved
 
 
-def check_ours(out: Path, where: str) -> None:
-    """Refuse a directory holding anything but an unchanged series make_patch wrote."""
+def check_ours(out: Path, where: str, tool: str = "make_patch") -> None:
+    """Refuse a directory holding anything but an unchanged series `tool` wrote."""
     try:
         names = sorted(p.name for p in out.iterdir())
     except OSError as err:
         raise UserError(f"{where}: cannot read it: {describe(err)}") from None
-    written = read_manifest(out)
-    foreign = [n for n in names if n != MANIFEST and n not in written]
+    manifest = manifest_name(tool)
+    written = read_manifest(out, tool)
+    foreign = [n for n in names if n != manifest and n not in written]
     if foreign or (names and not written):
         first = (foreign or names)[0]
-        raise UserError(f"{where}: holds files make_patch did not write ({first}, ...); "
+        raise UserError(f"{where}: holds files {tool} did not write ({first}, ...); "
                         "give an empty or new directory")
     for name in names:
         path = out / name
-        if name == MANIFEST:
+        if name == manifest:
             continue
         try:
             changed = path.is_symlink() or not path.is_file() or digest(path.read_bytes()) != written[name]
         except OSError as err:
             raise UserError(f"{where}: cannot read {name}: {describe(err)}") from None
         if changed:
-            raise UserError(f"{where}: {name} was changed since make_patch wrote it; "
+            raise UserError(f"{where}: {name} was changed since {tool} wrote it; "
                             "keep your edits elsewhere or give another directory")
