@@ -29,6 +29,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+import fixmono
 from fixmono.apply.contract import apply_change
 from fixmono.cli.early import exit_quietly
 from fixmono.cli.guard import ArgumentParser, run_command
@@ -56,6 +57,12 @@ class Imported:
     kind: str = "Python, imported"  # the top README's "kind" column
 
 
+
+def own_checkout() -> Path | None:
+    """The repository this fixmono runs from (tools/fixmono/ beside fixes/), None for an installed wheel."""
+    root = Path(fixmono.__file__).resolve().parents[2]
+    return root if (root / "fixes").is_dir() and (root / "tools" / "fixmono").is_dir() else None
+
 def parse_args(argv: list[str]):
     p = ArgumentParser(prog="fixmono import", description="make fix folders of patch files")
     p.add_argument("patches", nargs="*", metavar="PATCH", help="patch files ('-': stdin); an mbox of several mails "
@@ -72,7 +79,6 @@ def parse_args(argv: list[str]):
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     if args.into is None:  # as tools/new_fix: the checkout this command belongs to (from anywhere), else here
-        from fixmono.cli.new_fix import own_checkout
         args.into = str(own_checkout() or ".")
     if not (args.patches or args.series or args.url or args.from_commit):
         raise UserError("give PATCH files, --series DIR, --from URL or --from-commit CHECKOUT@REV")

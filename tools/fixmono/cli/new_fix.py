@@ -15,10 +15,9 @@ import keyword
 import re
 from pathlib import Path
 
-import fixmono
 from fixmono.cli.early import exit_quietly
 from fixmono.cli.guard import ArgumentParser, run_command
-from fixmono.cli.import_patch import BUILD, readme_row, taken_ids, write
+from fixmono.cli.import_patch import BUILD, own_checkout, readme_row, taken_ids, write
 from fixmono.model.errors import UserError
 from fixmono.model.projects import PROJECTS
 
@@ -60,12 +59,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     if args.fix_id in taken_ids(root):
         raise UserError(f"{args.fix_id}: a fix of the catalogue has that id; nothing was written")
     return args
-
-
-def own_checkout() -> Path | None:
-    """The repository this fixmono runs from (tools/fixmono/ beside fixes/), None for an installed wheel."""
-    root = Path(fixmono.__file__).resolve().parents[2]
-    return root if (root / "fixes").is_dir() and (root / "tools" / "fixmono").is_dir() else None
 
 
 def snippet(qualname: str, body: list[str]) -> str:
