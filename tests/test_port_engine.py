@@ -678,12 +678,10 @@ def plain(diff: str) -> str:
                    if not line.startswith(("index ", "diff --git")))
 
 
-@pytest.mark.parametrize("seed", FLOOR_SEEDS)
-def test_generated_cases_of_the_floor(seed, tmp_path):
-    """Each case's truth is known by construction (None: no right edit, the code
-    the diff changes is not in the release). Never a text other than the truth,
-    never `already-applied` where the release lacks the change; where both the
-    engine and `git apply` write the truth, the same bytes."""
+def floor_cases(seed: int, tmp_path: Path):
+    """The floor cases of one seed: (form, variant, the change, diff, target, truth),
+    the truth None where there is no right edit (the code the diff changes is not
+    in the release)."""
     rng = random.Random(seed)
     base = floor_module(rng)
     change = floor_edit(base, rng)
@@ -693,24 +691,28 @@ def test_generated_cases_of_the_floor(seed, tmp_path):
             structure = floor_variant(base, name, change)
             if structure is None:
                 continue
-            target = render(structure)
             truth = None if name in ("method-gone", "other-form") else render(floor_edited(structure, change))
-            change_, result = outcome(diff, target)
-            where = f"{form}/{name} ({change[2]})\n{diff}"
-            if truth is None:
-                assert result.status not in (Status.APPLIED, Status.ALREADY_APPLIED), \
-                    f"{where}: {result.status.value}: {result.detail}\n{result.new_text}"
-                continue
-            if result.status is Status.APPLIED:
-                assert result.new_text == truth, f"{where}: misplaced or wrong\n{result.new_text}"
-                by_git = git_apply(diff, target, tmp_path)
-                assert by_git in (None, truth) or by_git != truth, where
-                if by_git == truth:
-                    assert result.new_text == by_git, where
-            else:
-                assert result.status in (Status.FAILED, Status.NOT_APPLICABLE), f"{where}: {result.detail}"
-            if name == "same" and form == "git":  # the diff's own post-image
-                assert apply_change(change_, truth).status is Status.ALREADY_APPLIED, where
+            yield form, name, change, diff, render(structure), truth
+
+
+@pytest.mark.parametrize("seed", FLOOR_SEEDS)
+def test_generated_cases_of_the_floor(seed, tmp_path):
+    """Each case's truth is known by construction. Never a text other than the truth,
+    never `already-applied` where the release lacks the change (how often `git
+    apply` writes the truth or other text: the test below)."""
+    for form, name, change, diff, target, truth in floor_cases(seed, tmp_path):
+        change_, result = outcome(diff, target)
+        where = f"{form}/{name} ({change[2]})\n{diff}"
+        if truth is None:
+            assert result.status not in (Status.APPLIED, Status.ALREADY_APPLIED), \
+                f"{where}: {result.status.value}: {result.detail}\n{result.new_text}"
+            continue
+        if result.status is Status.APPLIED:
+            assert result.new_text == truth, f"{where}: misplaced or wrong\n{result.new_text}"
+        else:
+            assert result.status in (Status.FAILED, Status.NOT_APPLICABLE), f"{where}: {result.detail}"
+        if name == "same" and form == "git":  # the diff's own post-image
+            assert apply_change(change_, truth).status is Status.ALREADY_APPLIED, where
 
 
 def test_what_the_engine_and_git_apply_write_on_the_floor_cases(tmp_path):
@@ -718,25 +720,15 @@ def test_what_the_engine_and_git_apply_write_on_the_floor_cases(tmp_path):
     wrong text in these classes; the engine never does."""
     counts = Counter()
     for seed in FLOOR_SEEDS:
-        rng = random.Random(seed)
-        base = floor_module(rng)
-        change = floor_edit(base, rng)
-        made = git_diff(render(base), render(floor_edited(base, change)), tmp_path)
-        for form, diff in (("git", made), ("plain", plain(made))):
-            for name in FLOOR_VARIANTS:
-                structure = floor_variant(base, name, change)
-                if structure is None:
-                    continue
-                target = render(structure)
-                truth = None if name in ("method-gone", "other-form") else render(floor_edited(structure, change))
-                by_git = git_apply(diff, target, tmp_path)
-                result = outcome(diff, target)[1]
-                counts["cases"] += 1
-                counts["git right"] += by_git is not None and by_git == truth
-                counts["git wrong"] += by_git is not None and by_git != truth
-                counts["engine right"] += result.status is Status.APPLIED and result.new_text == truth
-                counts["engine wrong"] += result.status is Status.APPLIED and result.new_text != truth or \
-                    result.status is Status.ALREADY_APPLIED and truth is None
+        for _, _, _, diff, target, truth in floor_cases(seed, tmp_path):
+            by_git = git_apply(diff, target, tmp_path)
+            result = outcome(diff, target)[1]
+            counts["cases"] += 1
+            counts["git right"] += by_git is not None and by_git == truth
+            counts["git wrong"] += by_git is not None and by_git != truth
+            counts["engine right"] += result.status is Status.APPLIED and result.new_text == truth
+            counts["engine wrong"] += result.status is Status.APPLIED and result.new_text != truth or \
+                result.status is Status.ALREADY_APPLIED and truth is None
     print(f"\n{counts['cases']} floor cases: git apply right {counts['git right']}, wrong {counts['git wrong']}; "
           f"port engine right {counts['engine right']}, wrong {counts['engine wrong']}")
     assert counts["engine wrong"] == 0 and counts["git wrong"] > 0
