@@ -16,16 +16,9 @@ from pathlib import Path
 import pytest
 
 from fixmono.testing import REPO_ROOT, git, make_patch, make_repo, snapshot, write_wheel
+from tests.helpers import TF_TEXT
 
-MODULE = """import math
-
-
-class Scheduler:
-    def factor(self, step):
-        if step < self.warmup:
-            return step / self.warmup
-        return 1.0
-"""
+MODULE = TF_TEXT  # a scheduler module of our own (tests/helpers.py)
 FIXED = MODULE.replace("return step / self.warmup", "return step / max(1, self.warmup)")
 LATER = "import os\n" + MODULE.replace("class Scheduler:\n", "class Scheduler:\n    def reset(self):\n"
                                                            "        self.step = 0\n\n")
@@ -109,6 +102,11 @@ def links(tmp_path: Path, versions: dict[str, str]) -> dict:
         for version, text in versions.items():
             write_wheel(folder, dist, version, {f"{dist}/__init__.py": "", member: text,
                                                 member.rsplit("/", 1)[0] + "/__init__.py": ""})
+    return offline_pip(folder, tmp_path)
+
+
+def offline_pip(folder: Path, tmp_path: Path) -> dict:
+    """The environment that points pip at the find-links `folder` only, with a cache of the test's own."""
     return {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(folder), "PIP_CONFIG_FILE": os.devnull,
             "FIXMONO_CACHE": str(tmp_path / "cache")}
 
@@ -149,8 +147,7 @@ def test_drift_versions_takes_the_pypi_name_and_the_project_name(tmp_path, spell
     folder = tmp_path / "links"
     write_wheel(folder, "torch", "99.0.0", {"torch/__init__.py": "", "torch/optim/sched.py": MODULE})
     (tmp_path / "fix.patch").write_text(diff_of("torch/optim/sched.py", "git"))
-    env = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(folder), "PIP_CONFIG_FILE": os.devnull,
-           "FIXMONO_CACHE": str(tmp_path / "cache")}
+    env = offline_pip(folder, tmp_path)
     proc = drift("--diff", tmp_path / "fix.patch", "--versions", f"{spelling}=99.0.0", "--json", env=env)
     assert proc.returncode == 0, proc.stderr
     (cells,) = json.loads(proc.stdout)["matrix"].values()
@@ -209,8 +206,7 @@ def test_pip_upstream_takes_the_pypi_name_and_the_project_name(tmp_path, spellin
     folder = tmp_path / "wheels"
     write_wheel(folder, "torch", "99.0.0", {"torch/__init__.py": "", "torch/optim/sched.py": MODULE})
     (tmp_path / "fix.patch").write_text(diff_of("torch/optim/sched.py", "git"))
-    env = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(folder), "PIP_CONFIG_FILE": os.devnull,
-           "FIXMONO_CACHE": str(tmp_path / "cache")}
+    env = offline_pip(folder, tmp_path)
     proc = make_patch("--diff", str(tmp_path / "fix.patch"), "--upstream", f"pip:{spelling}==99.0.0", "--check",
                       "--json", env=env)
     assert proc.returncode == 0, proc.stderr
