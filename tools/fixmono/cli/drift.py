@@ -21,6 +21,7 @@ from fixmono.analysis.envs import Base
 from fixmono.cli.early import exit_quietly
 from fixmono.cli.files import check_report_path, check_site_folder, write_report
 from fixmono.cli.guard import ArgumentParser, os_error_as_user_error, run_command, tool_name
+from fixmono.cli.strip import add_strip, check_strip
 from fixmono.engines.port import diff_fixes, project_of
 from fixmono.model.errors import UserError
 from fixmono.model.patchfile import all_paths, read_patches, resolve_strip
@@ -45,9 +46,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="versions to check instead of the documented range")
     p.add_argument("--diff", action="append", default=[], metavar="FILE",
                    help="a patch file (format-patch mail or diff -u; '-': stdin) as a fix, instead of --fix")
-    p.add_argument("--strip", type=int, metavar="N",
-                   help="--diff: take N leading components off its paths (as patch -pN; default: the level under "
-                        "which its files are in the releases)")
+    add_strip(p, "the level under which its files are in the releases")
     p.add_argument("--patches", type=Path, help="the static series (default: the repository's patches/)")
     p.add_argument("--out", type=Path, help="also write the report here")
     p.add_argument("--html", type=Path, metavar="DIR", help="also write the report as a static site (index.html, "
@@ -97,8 +96,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.diff and (args.fix or args.run or args.git is not None):
         raise UserError("--diff takes the place of --fix, over wheels; it has no reproducer to --run")
-    if args.strip is not None and not args.diff:
-        raise UserError("--strip N is for --diff (the level its paths are read at)")
+    check_strip(args)
     args.patch_files = read_patches(args.diff, sys.stdin.buffer, args.strip) if args.diff else None
     if args.patches is None:
         args.patches = REPOSITORY_PATCHES if REPOSITORY_PATCHES.is_dir() else None

@@ -19,6 +19,7 @@ from fixmono.apply.run import run
 from fixmono.cli.early import exit_quietly
 from fixmono.cli.guard import ArgumentParser, run_command, tool_name
 from fixmono.cli.render import table
+from fixmono.cli.strip import add_strip, check_strip
 from fixmono.model.errors import UserError
 from fixmono.model.fix import Fix
 from fixmono.model.outcome import Status
@@ -44,9 +45,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--diff", action="append", default=[], metavar="FILE",
                    help="a patch file (git format-patch mail or diff -u; '-': stdin) to port as a fix, instead of "
                         "fix ids (repeatable: a series, in order)")
-    p.add_argument("--strip", type=int, metavar="N",
-                   help="--diff: take N leading components off its paths (as patch -pN; default: the level under "
-                        "which its files are in the upstream)")
+    add_strip(p, "the level under which its files are in the upstream")
     p.add_argument("--upstream", metavar="PATH_OR_SPEC",
                    help="a git checkout, pip:NAME==VERSION, or 'default' (each project's default)")
     p.add_argument("--out", metavar="DIR",
@@ -109,8 +108,7 @@ def check_options(args: argparse.Namespace) -> None:
         value = getattr(args, option)
         if value is not None and not value.strip():
             raise UserError(f"--{option} is empty")
-    if args.strip is not None and not args.diff:
-        raise UserError("--strip N is for --diff (the level its paths are read at)")
+    check_strip(args)
     if args.check and (args.out or args.branch):
         raise UserError("--check writes nothing: it cannot be combined with --out or --branch")
     if args.branch and (args.upstream == "default" or args.upstream.startswith("pip:") or is_remote(args.upstream)):

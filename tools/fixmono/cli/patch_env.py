@@ -15,6 +15,7 @@ from functools import partial
 
 from fixmono.cli.early import exit_quietly
 from fixmono.cli.guard import ArgumentParser, os_error_as_user_error, run_command
+from fixmono.cli.strip import add_strip, check_strip
 from fixmono.model.errors import UserError
 from fixmono.engines.port import diff_fixes
 from fixmono.model.patchfile import read_patches
@@ -32,9 +33,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--diff", action="append", default=[], metavar="FILE",
                    help="a patch file (git format-patch mail or diff -u; '-': stdin) to apply as a fix, instead of "
                         "fix ids (repeatable); with --undo: fixes to keep applied")
-    p.add_argument("--strip", type=int, metavar="N",
-                   help="--diff: take N leading components off its paths (as patch -pN; default: its a/ b/ or "
-                        "pkg.orig/ pkg/ prefix, else the level under which they are in a known project's package)")
+    add_strip(p, "its a/ b/ or pkg.orig/ pkg/ prefix, else the level under which they are in a known project's package")
     p.add_argument("--python", metavar="PATH", help="the environment of this interpreter (default: fixmono's own)")
     p.add_argument("--undo", action="store_true", help="restore the files fixmono patched, byte for byte")
     p.add_argument("--check", action="store_true", help="print what would change as a diff; write nothing")
@@ -53,8 +52,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     unknown = [i for i in args.fix_ids if i not in known]
     if unknown and not args.undo:  # an undo may name a fix a --diff made
         raise UserError(f"unknown fix id(s): {', '.join(unknown)} (`fixmono status` lists them)")
-    if args.strip is not None and not args.diff:
-        raise UserError("--strip N is for --diff (the level its paths are read at)")
+    check_strip(args)
     args.diff_fixes = diff_fixes(read_patches(args.diff, sys.stdin.buffer, args.strip), any_package=True) \
         if args.diff else []
     return args

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from fixmono.cli.early import exit_quietly
 from fixmono.cli.guard import ArgumentParser, os_error_as_user_error, run_command, tool_name
+from fixmono.cli.strip import add_strip, check_strip
 from fixmono.model.errors import UserError
 from fixmono.model.patchfile import read_patches
 from fixmono.output.wheel import check_patched, patch_wheel
@@ -22,9 +23,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--diff", action="append", default=[], metavar="FILE",
                    help="a patch file to port onto the wheel's files instead of a series (repeatable, in order; a "
                         "quilt folder, a folder of NNNN-*.patch or an mbox: its patches in order)")
-    p.add_argument("--strip", type=int, metavar="N",
-                   help="--diff: take N leading components off its paths (as patch -pN; default: the level under "
-                        "which its files are in the wheel)")
+    add_strip(p, "the level under which its files are in the wheel")
     p.add_argument("--out", type=Path, default=Path("."), help="where the new wheel goes (default: here)")
     p.add_argument("--suffix", default="fixmono", help="local version label (default: fixmono)")
     p.add_argument("--expect-sha256", metavar="HEX", help="refuse the input wheel unless its sha256 is this")
@@ -38,8 +37,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         raise UserError("give a series folder or --diff files, not both")
     if not args.verify and args.series is None and not args.diff:
         raise UserError("the following arguments are required: series (or --diff FILE)")
-    if args.strip is not None and not args.diff:
-        raise UserError("--strip N is for --diff (the level its paths are read at)")
+    check_strip(args)
     if args.expect_sha256 is not None and not re.fullmatch(r"[0-9a-fA-F]{64}", args.expect_sha256):
         raise UserError(f"--expect-sha256 {args.expect_sha256!r} is not a sha256 (64 hex digits)")
     return args

@@ -13,6 +13,7 @@ from fixmono.analysis.status import (BUILT_IN, FAILED, FIXED, NOT_APPLICABLE, NO
 from fixmono.cli.early import exit_quietly
 from fixmono.cli.guard import ArgumentParser, run_command
 from fixmono.cli.render import table
+from fixmono.cli.strip import add_strip, check_strip
 from fixmono.engines.port import diff_fixes
 from fixmono.model.errors import UserError
 from fixmono.model.patchfile import read_patches
@@ -66,13 +67,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--diff", action="append", default=[], metavar="FILE",
                    help="the status of these patch files (git format-patch mail or diff -u; '-': stdin) instead of "
                         "the catalogue's fixes (repeatable)")
-    p.add_argument("--strip", type=int, metavar="N",
-                   help="--diff: take N leading components off its paths (as patch -pN; default: as patch-env)")
+    add_strip(p, "as patch-env")
     args = p.parse_args(argv)
     if args.diff and args.run:
         raise UserError("--diff has no reproducer to --run")
-    if args.strip is not None and not args.diff:
-        raise UserError("--strip N is for --diff (the level its paths are read at)")
+    check_strip(args)
     args.diff_fixes = diff_fixes(read_patches(args.diff, sys.stdin.buffer, args.strip), any_package=True) \
         if args.diff else None
     if not args.timeout > 0:
