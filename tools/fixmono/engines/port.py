@@ -527,17 +527,20 @@ class Mapped:
     def chain(self, line: int) -> list[str]:
         """The chain of 1-based current `line`: its original line's, or (a written
         line) that of the nearest original line above it."""
-        i = min(line - 1, len(self.origin) - 1)
-        while i >= 0 and self.origin[i] is None:
-            i -= 1
-        return self.scopes.chain(self.origin[i] + 1) if i >= 0 else []
+        original = self.original_line(line)
+        return self.scopes.chain(original) if original else []
 
     def innermost_def(self, line: int) -> str | None:
         """The innermost function holding 1-based current `line`, as `chain` finds it."""
+        original = self.original_line(line)
+        return self.scopes.innermost_def(original) if original else None
+
+    def original_line(self, line: int) -> int | None:
+        """The 1-based original line of current `line`, or of the nearest original line above a written one."""
         i = min(line - 1, len(self.origin) - 1)
         while i >= 0 and self.origin[i] is None:
             i -= 1
-        return self.scopes.innermost_def(self.origin[i] + 1) if i >= 0 else None
+        return self.origin[i] + 1 if i >= 0 else None
 
     def written(self, start: int, count: int) -> bool:
         """Whether any of `count` current lines from `start` was written by an earlier hunk."""
