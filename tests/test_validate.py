@@ -108,3 +108,20 @@ def test_a_check_that_could_not_run_is_not_counted_as_passed(tmp_path, monkeypat
     report = json.loads(capsys.readouterr().out)["runs"][0]
     assert report["validated"] == {"passed": 0, "compile not run": 1, "failed": 0, "no check": 0}
     assert report["results"][0]["detail"].endswith("; validated: its check passed, but compile check not run: no g++ here")
+
+
+@pytest.mark.parametrize("crash", [ValueError("too many values to unpack (expected 1)"), KeyError("Trainer"),
+                                   SystemExit(2), RecursionError("maximum recursion depth exceeded")])
+def test_a_crashing_check_is_that_fixs_failure_not_an_internal_error(tmp_path, monkeypatch, capsys, crash):
+    """A validate() that raises is the fix's `failed` naming the exception (exit 1); the next fix still runs."""
+    fixes = [f for f in discover() if f.upstream == "pytorch" and f.validate][:2]
+    repo = make_repo(tmp_path / "pytorch", catalogue_tree("pytorch"))
+
+    def crashes(before, after):
+        raise crash
+    monkeypatch.setattr(cli, "discover", lambda: [dataclasses.replace(fixes[0], validate=crashes), fixes[1]])
+    assert cli.main([fixes[0].id, fixes[1].id, "--upstream", str(repo), "--check", "--validate", "--json"]) == 1
+    results = json.loads(capsys.readouterr().out)["runs"][0]["results"]
+    assert results[0]["status"] == "failed"
+    assert results[0]["detail"] == f"validation: its check crashed: {type(crash).__name__}: {crash}"
+    assert results[1]["status"] == "applied" and "validated: " in results[1]["detail"]

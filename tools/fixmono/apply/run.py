@@ -44,7 +44,7 @@ def run(source: Source, fixes: list[Fix], validate: bool = False, progress=lambd
                                           detail=f"{outcome.detail}; not validated: this fix declares no check")
         elif outcome.status is Status.APPLIED and validate:
             before = {path: read(path).decode("utf-8") for path in outcome.new_files if read(path) is not None}
-            problem = fix.validate(before, outcome.new_files)
+            problem = checked(fix, before, outcome.new_files)
             if isinstance(problem, NotChecked):  # what could run passed; its compile step could not run here
                 outcome = dataclasses.replace(outcome, detail=f"{outcome.detail}; validated: its check passed, but "
                                                               f"{problem}", validation="compile not run")
@@ -65,3 +65,12 @@ def run(source: Source, fixes: list[Fix], validate: bool = False, progress=lambd
         outcomes.append(outcome)
         finished(fix.id, outcome.status.value, time.monotonic() - start)
     return outcomes
+
+
+def checked(fix: Fix, before: dict, after: dict):
+    """fix.validate's answer; a check that raises is the fix's problem, named, never the run's crash
+    (a fix's own code must not stop the other fixes or make the command an internal error)."""
+    try:
+        return fix.validate(before, after)
+    except (Exception, SystemExit) as err:  # KeyboardInterrupt still stops the run
+        return f"its check crashed: {type(err).__name__}: {err}"
