@@ -159,8 +159,42 @@ def test_two_fixes_on_one_file_whose_fixtures_clash_are_told_how(monkeypatch):
     with pytest.raises(AssertionError) as err:
         testing.catalogue_tree("pytorch")
     message = str(err.value)
-    assert "no fixture of ['fix-a', 'fix-b'] lets all of them apply; on their fixtures joined: fix-a: " in message
+    assert "no fixture of ['fix-a', 'fix-b'] lets all of them apply; on their fixtures merged: fix-a: " in message
     assert "match contract expects 1 site(s)" in message and "'Two fixes on one file'" in message
+
+
+TRAINER_A = "import os\n\n\nclass Trainer:\n    def save(self):\n        return os.sep  # A\n"
+TRAINER_B = ("import os\n\n\nclass Trainer:\n    class State:\n        step = 0\n\n    def train(self):\n"
+             "        return 1  # B\n\n\ndef helper():\n    return 2\n")
+
+
+@pytest.mark.parametrize("order", ["ab", "ba"])
+def test_two_fixes_framed_in_one_class_get_one_class(monkeypatch, order):
+    """Two fixtures of one file framed under the same `class Trainer:` (an imported fix's fixture stands under
+    git's header): the tree holds one class with both methods, one `import os`, and both fixes apply there,
+    so a fix's check that looks up *the* class finds one."""
+    import ast
+    a = StubFix("fix-a", FileChange("torch/trainer.py", CountMarker("# A"), sites=1, fixture=Fixture("x")), TRAINER_A)
+    b = StubFix("fix-b", FileChange("torch/trainer.py", CountMarker("# B"), sites=1, fixture=Fixture("x")), TRAINER_B)
+    monkeypatch.setattr(testing, "discover", lambda: [a, b] if order == "ab" else [b, a])
+    text = testing.catalogue_tree("pytorch")["torch/trainer.py"]
+    module = ast.parse(text)
+    (trainer,) = [n for n in module.body if isinstance(n, ast.ClassDef)]
+    assert sorted(n.name for n in trainer.body) == ["State", "save", "train"]
+    assert [type(n).__name__ for n in module.body].count("Import") == 1
+    assert "def helper():" in text and text.count("# A\n") == 1 and text.count("# B\n") == 1
+
+
+def test_two_fixtures_defining_one_method_differently_are_named(monkeypatch):
+    """One method with two bodies cannot stand once in one class: the failure names the method."""
+    a = StubFix("fix-a", FileChange("torch/trainer.py", CountMarker("# A"), sites=1, fixture=Fixture("x")),
+                "class Trainer:\n    def save(self):\n        return 1  # A\n")
+    b = StubFix("fix-b", FileChange("torch/trainer.py", CountMarker("# B"), sites=1, fixture=Fixture("x")),
+                "class Trainer:\n    def save(self):\n        return 2  # B\n")
+    monkeypatch.setattr(testing, "discover", lambda: [a, b])
+    with pytest.raises(AssertionError) as err:
+        testing.catalogue_tree("pytorch")
+    assert "Trainer.save is defined by both fixtures, differently" in str(err.value)
 
 
 @pytest.mark.parametrize("name, function", [("plain_example", "fill_value"), ("none", "neighbour"),
@@ -227,3 +261,28 @@ def test_the_checkouts_launcher_writes_into_its_own_checkout_from_anywhere(copy,
                           env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
     assert made.returncode == 0, made.stderr
     assert (copy / "fixes/jax/launcher_example/fix.py").is_file() and list(elsewhere.iterdir()) == []
+
+
+@pytest.mark.parametrize("other", ["class Trainer(Base):\n    def train(self):\n        return 1  # B\n",
+                                   "@dataclass\nclass Trainer:\n    def train(self):\n        return 1  # B\n",
+                                   "class Trainer: x = 1  # B\n"])
+def test_one_class_framed_with_different_class_lines_is_named(monkeypatch, other):
+    """Bases, decorators or a one-line body that differ: no single class line is right for both fixes."""
+    a = StubFix("fix-a", FileChange("torch/trainer.py", CountMarker("# A"), sites=1, fixture=Fixture("x")),
+                "class Trainer:\n    def save(self):\n        return 1  # A\n")
+    b = StubFix("fix-b", FileChange("torch/trainer.py", CountMarker("# B"), sites=1, fixture=Fixture("x")), other)
+    monkeypatch.setattr(testing, "discover", lambda: [a, b])
+    with pytest.raises(AssertionError) as err:
+        testing.catalogue_tree("pytorch")
+    assert "Trainer is framed by the fixtures with different class lines" in str(err.value)
+
+
+def test_a_fixture_that_is_not_a_module_is_named_not_crashed_on(monkeypatch):
+    a = StubFix("fix-a", FileChange("torch/trainer.py", CountMarker("# A"), sites=1, fixture=Fixture("x")),
+                "class Trainer:\n    def save(self):\n        return 1  # A\n")
+    b = StubFix("fix-b", FileChange("torch/trainer.py", CountMarker("# B"), sites=1, fixture=Fixture("x")),
+                "    def train(self):\n        return 1  # B\n")
+    monkeypatch.setattr(testing, "discover", lambda: [a, b])
+    with pytest.raises(AssertionError) as err:
+        testing.catalogue_tree("pytorch")
+    assert "a fixture does not parse as a module" in str(err.value) and "on the last of them" in str(err.value)

@@ -18,6 +18,7 @@ import zipfile
 from pathlib import Path
 
 import fixmono
+import libcst
 from fixmono.apply.contract import apply_change
 from fixmono.model.fix import Case, Fix
 from fixmono.model.outcome import Status
@@ -198,19 +199,76 @@ def catalogue_tree(project: str) -> dict[str, str]:
     for path, pairs in by_path.items():
         # several fixes on one file: the first of their fixtures on which every one of them applies
         texts = [fix.fixture_text(change) for fix, change in pairs]
-        if path.endswith(".py"):  # else their fixtures one after the other (an imported fix's stands alone)
-            texts.append("\n\n".join(texts))
+        clash = ""
+        if len(texts) > 1 and path.endswith(".py"):
+            try:
+                texts.append(merged_modules(texts))
+            except FixtureClash as err:
+                clash = f"{err}; "
+        elif len(texts) > 1:  # else their fixtures one after the other
+            texts.append("\n".join(texts))
         usable = [t for t in texts if all(apply_change(c, t).status is Status.APPLIED for _, c in pairs)]
         if not usable:
-            joined = texts[-1]
-            refused = "; ".join(f"{f.id}: {apply_change(c, joined).detail}" for f, c in pairs
-                                if apply_change(c, joined).status is not Status.APPLIED)
+            last = texts[-1]
+            refused = "; ".join(f"{f.id}: {apply_change(c, last).detail}" for f, c in pairs
+                                if apply_change(c, last).status is not Status.APPLIED)
+            on = "their fixtures merged" if path.endswith(".py") and not clash else "the last of them"
             raise AssertionError(
-                f"{path}: no fixture of {[f.id for f, _ in pairs]} lets all of them apply; on "
-                f"{'their fixtures joined' if path.endswith('.py') else 'the last of them'}: {refused}. Each fixture should hold only the code its own fix reads, so that the "
-                "joined file keeps every fix's site count (docs/adding-a-fix.md, 'Two fixes on one file')")
+                f"{path}: no fixture of {[f.id for f, _ in pairs]} lets all of them apply; {clash}on {on}: "
+                f"{refused}. Each fixture should hold only the code its own fix reads, so that the merged file "
+                "keeps every fix's site count (docs/adding-a-fix.md, 'Two fixes on one file')")
         tree[path] = usable[0]
     return tree
+
+
+class FixtureClash(ValueError):
+    """Two fixtures define one def differently: no merged file holds it once."""
+
+
+def merged_modules(texts: list[str]) -> str:
+    """Python fixtures of one file merged so that each class and def stands once: a class framed by
+    several fixtures gets all their members (in order), a statement two fixtures share is kept once."""
+    try:
+        modules = [libcst.parse_module(t) for t in texts]
+    except libcst.ParserSyntaxError as err:
+        raise FixtureClash(f"a fixture does not parse as a module ({err.message}, line {err.raw_line})") from None
+    body: list = []
+    for module in modules:
+        body = merged_bodies(body, module.body, "")
+    return modules[0].with_changes(header=[line for m in modules for line in m.header], body=body,
+                                   footer=[line for m in modules for line in m.footer]).code
+
+
+def merged_bodies(into: list, extra, scope: str) -> list:
+    result = list(into)
+    for statement in extra:
+        name = getattr(statement, "name", None)
+        twin = next((i for i, s in enumerate(result) if type(s) is type(statement) and name is not None
+                     and s.name.value == name.value), None)
+        if twin is not None and isinstance(statement, libcst.ClassDef) and not same_code(result[twin], statement):
+            if not same_class_line(result[twin], statement):
+                raise FixtureClash(f"{scope}{name.value} is framed by the fixtures with different class lines")
+            inner = merged_bodies(result[twin].body.body, statement.body.body, f"{scope}{name.value}.")
+            result[twin] = result[twin].with_changes(body=result[twin].body.with_changes(body=inner))
+        elif twin is not None and not same_code(result[twin], statement):
+            raise FixtureClash(f"{scope}{name.value} is defined by both fixtures, differently")
+        elif twin is None and not any(same_code(s, statement) for s in result):
+            result.append(statement)
+    return result
+
+
+def same_class_line(a: libcst.ClassDef, b: libcst.ClassDef) -> bool:
+    """The same decorators and bases, each with an indented body to merge."""
+    empty = libcst.IndentedBlock(body=[libcst.SimpleStatementLine([libcst.Pass()])])
+    return all(isinstance(c.body, libcst.IndentedBlock) for c in (a, b)) and same_code(
+        a.with_changes(body=empty), b.with_changes(body=empty))
+
+
+def same_code(a, b) -> bool:
+    """The same statement, whatever comments or blank lines stand above it."""
+    bare = libcst.Module(body=[])
+    return bare.code_for_node(a.with_changes(leading_lines=[]) if hasattr(a, "leading_lines") else a) == \
+        bare.code_for_node(b.with_changes(leading_lines=[]) if hasattr(b, "leading_lines") else b)
 
 
 NGINX = "/usr/sbin/nginx"
