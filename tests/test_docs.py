@@ -65,3 +65,18 @@ def test_the_readme_fix_table_names_every_fix_folder():
     rows = re.findall(r"^\| ([a-z0-9-]+) \|.*\]\((fixes/[a-z_]+/[a-z_0-9]+)/README\.md\) \|$", README.read_text(), re.M)
     folders = {fix.id: "fixes/" + fix.package.removeprefix("fixmono.fixes.").replace(".", "/") for fix in discover()}
     assert dict(rows) == folders
+
+
+PLACEHOLDER = "(fill in"
+
+
+@pytest.mark.parametrize("fix", discover(), ids=lambda fix: fix.id)
+def test_no_placeholder_is_left_in_a_fix(fix):
+    """`fixmono import` and `tools/new_fix` write "(fill in ...)" where only the author knows the answer:
+    a fix is not done (nor green under tools/check_fix) while one is left in its folder or its catalogue row."""
+    left = [f"{path.relative_to(REPO_ROOT)}:{n}" for path in sorted(fix.folder.rglob("*"))
+            if path.suffix in (".md", ".py") and "__pycache__" not in path.parts
+            for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if PLACEHOLDER in line]
+    left += [f"README.md:{n} (its row)" for n, line in enumerate(README.read_text().splitlines(), 1)
+             if line.startswith(f"| {fix.id} |") and PLACEHOLDER in line]
+    assert not left, f"{fix.id}: {PLACEHOLDER} ...) left at " + ", ".join(left)

@@ -469,3 +469,21 @@ def test_a_generated_file_that_does_not_compile_is_refused_before_it_is_placed(t
                                         r"written$"):
         compiled(text, Path("fixes/x/y/fix.py"))
     assert compiled("x = 1\n", Path("fixes/x/y/fix.py")) == "x = 1\n"
+
+
+def test_the_next_steps_name_every_file_left_to_write(upstream, tree, tmp_path):
+    """What import prints after it wrote a folder: each file the author writes by hand, check_fix, and the undo."""
+    (tmp_path / "s.patch").write_bytes(patch_of(upstream, "HEAD"))
+    made = run(tree, "-m", "fixmono", "import", str(tmp_path / "s.patch"), "--name", "next_steps", "--into",
+               str(copy_tree(tmp_path / "into")))
+    assert made.returncode == 0, made.stderr
+    folder, said = "fixes/transformers/next_steps", made.stdout.decode()
+    for needed in (f"{folder}/repro.py", f"{folder}/fix.py: reproduce=, repro_needs=", "dep3=",
+                   f"{folder}/test_fix.py", "test_real_wheels.py", "release_result", f"{folder}/README.md",
+                   "the release column of its row", "tools/check_fix transformers-next-steps",
+                   f"undo the import: rm -r {folder}"):
+        assert needed in said, (needed, said)
+    from fixmono.cli.import_patch import EXAMPLE
+    from fixmono.testing import REPO_ROOT
+    assert f"each as {EXAMPLE}/ has it" in said
+    assert all((REPO_ROOT / EXAMPLE / name).is_file() for name in ("repro.py", "test_fix.py", "test_real_wheels.py"))

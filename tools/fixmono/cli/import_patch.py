@@ -404,8 +404,26 @@ def work(args):
 def render(made: dict, args) -> str:
     lines = [f"{m['folder']}/: {m['fix']} ({m['files']} file(s), {m['hunks']} hunk(s)); its cases pass"
              for m in made["imported"]]
-    lines.append("next: fill in each README.md; patches/: tools/make_patch --all --upstream default --out patches")
+    for m in made["imported"]:
+        lines += next_steps(m["folder"], m["fix"])
     return "\n".join(lines) + "\n"
+
+
+EXAMPLE = "fixes/transformers/generate_prefix_constraint_rows"  # an imported fix with all of it written
+
+
+def next_steps(folder: str, fix_id: str) -> list[str]:
+    """What is left to write by hand, in order (docs/adding-a-fix.md, 'Importing an upstream fix')."""
+    return [f"next, for {fix_id} (each as {EXAMPLE}/ has it):",
+            f"  1. {folder}/repro.py: measure() runs the code the fix changes and returns numbers; reproduce() "
+            "compares them without and with the hot-fix (fixmono.runtime.repro.measured_apart)",
+            f"  2. {folder}/fix.py: reproduce=, repro_needs= (cpu, cuda or rocm), dep3= (where the fix comes "
+            "from and which release has it), backends=",
+            f"  3. {folder}/test_fix.py (the reproducer both ways on the installed release) and test_real_wheels.py "
+            "(fixmono.testing.release_result: its status on a release with the bug and on the first with the fix)",
+            f"  4. {folder}/README.md: every '(fill in ...)'; README.md: the release column of its row",
+            f"  5. tools/check_fix {fix_id}; then patches/: tools/make_patch --all --upstream default --out patches",
+            f"undo the import: rm -r {folder}, and take its row out of README.md"]
 
 
 def main(argv: list[str] | None = None) -> int:
