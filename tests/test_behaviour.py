@@ -235,7 +235,8 @@ def test_only_cpu_reproducers_run_here():
     here, elsewhere = behaviour.runnable(discover())
     assert {f.id for f in here} == {f.id for f in discover() if f.repro_needs == "cpu"}
     assert len(here) >= 5
-    assert all("needs" in why for why in elsewhere.values()) and set(elsewhere).isdisjoint(f.id for f in here)
+    assert all("reproduce" in why or "needs" in why for why in elsewhere.values())
+    assert set(elsewhere).isdisjoint(f.id for f in here)
 
 
 def alive(marker: str) -> list[int]:
@@ -511,3 +512,17 @@ def test_ctrl_c_while_a_reproducer_runs(tmp_path):
         time.sleep(0.1)
     assert not Path(f"/proc/{reproducer}").exists() or \
         Path(f"/proc/{reproducer}/stat").read_text().split()[2] == "Z", "the reproducer outlived the run"
+
+
+def test_why_a_fix_is_not_run_here_names_what_its_fix_py_lacks():
+    from types import SimpleNamespace
+    fixes = [SimpleNamespace(id="none", reproduce=None, repro_needs=""),
+             SimpleNamespace(id="unnamed", reproduce=print, repro_needs=""),
+             SimpleNamespace(id="rocm", reproduce=print, repro_needs="rocm"),
+             SimpleNamespace(id="cpu", reproduce=print, repro_needs="cpu")]
+    here, elsewhere = behaviour.runnable(fixes)
+    assert [f.id for f in here] == ["cpu"]
+    assert elsewhere == {"none": "it has no reproducer (fix.py declares no reproduce=)",
+                         "unnamed": "its reproducer names no machine (fix.py declares no repro_needs=: cpu, cuda or "
+                                    "rocm)",
+                         "rocm": "its reproducer needs rocm"}

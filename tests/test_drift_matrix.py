@@ -32,7 +32,7 @@ def test_te_range_is_all_applied_and_static_patch_rate_is_reported():
     proc = run("--fix", TE_FIX, "--versions", "transformer-engine=" + ",".join(TE_2X))
     assert proc.returncode == 0, proc.stderr
     last = proc.stdout.strip().splitlines()[-1]
-    assert last.startswith("make_patch: 24/24 fix-versions handled correctly (24 applied")
+    assert last.startswith("make_patch: 24 fix-versions: 24 applied, 0 already-applied")
     assert "| 2.1.0 | applied |" in proc.stdout and "| 2.20.2 | applied | applies |" in proc.stdout
 
 
@@ -110,3 +110,32 @@ def test_a_diff_over_releases_from_a_find_links_folder(tmp_path):
     assert re.findall(r'data-status="([a-z-]+)"', index) == ["not-applicable", "applied", "applied"]
     both = run("--diff", tmp_path / "fix.patch", "--fix", "x", env=env)
     assert both.returncode == 2 and "--diff takes the place of --fix" in both.stderr
+
+
+def test_the_table_says_why_a_release_got_no_patch_and_counts_refusals_apart(tmp_path):
+    """A refusal (failed) and a not-applicable carry their reason into the markdown table, escaped for it; the
+    summary counts a refusal as an answer with a reason, not as a fix-version handled wrongly."""
+    links = tmp_path / "links"
+    links.mkdir()
+    other_form = TF_TEXT.replace("return step / self.warmup", "return step / float(self.warmup)")
+    for version, text in (("9.0.0", "x = 1\n"), ("9.1.0", TF_TEXT), ("9.3.0", other_form)):
+        write_wheel(links, "transformers", version, {"transformers/__init__.py": "", TF_PATH: text})
+    (tmp_path / "fix.patch").write_text(TF_DIFF)
+    env = {**os.environ, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(links), "FIXMONO_CACHE": str(tmp_path / "cache")}
+    proc = run("--diff", tmp_path / "fix.patch", "--versions", "transformers=9.0.0,9.1.0,9.3.0", env=env)
+    assert proc.returncode == 1, proc.stderr  # no patch for one release: not a clean run
+    rows = {line.split(" | ")[0].strip("| "): line for line in proc.stdout.splitlines() if line.startswith("| 9.")}
+    assert rows["9.1.0"].endswith("| applied | n/a |  |")
+    assert "| not-applicable | n/a | " in rows["9.0.0"] and "fixmono_example.py" in rows["9.0.0"]
+    assert "| failed | n/a | " in rows["9.3.0"] and "return step / self.warmup" in rows["9.3.0"], rows["9.3.0"]
+    assert proc.stdout.strip().splitlines()[-1].startswith(
+        "make_patch: 3 fix-versions: 1 applied, 0 already-applied, 1 not-applicable with a reason, "
+        "1 refused with a reason (failed)")
+
+
+def test_a_reason_stays_one_table_cell():
+    from fixmono.analysis.drift import REASON_CHARS, Cell, reason
+    long = Cell("1.0", "failed", "a `x | y` line\nnot here " + "z" * 500, "n/a")
+    cell = reason(long)
+    assert "\n" not in cell and "`x \\| y`" in cell and len(cell) == REASON_CHARS and cell.endswith("…")
+    assert reason(Cell("1.0", "applied", "a.py: 1 site(s) changed", "applies")) == ""

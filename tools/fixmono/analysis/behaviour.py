@@ -62,8 +62,16 @@ def runnable(fixes: list[Fix]) -> tuple[list[Fix], dict[str, str]]:
         if fix.repro_needs == "cpu":
             here.append(fix)
         else:
-            elsewhere[fix.id] = f"its reproducer needs {fix.repro_needs or 'a machine it does not name'}"
+            elsewhere[fix.id] = not_run_here(fix)
     return here, elsewhere
+
+
+def not_run_here(fix: Fix) -> str:
+    if fix.reproduce is None:
+        return "it has no reproducer (fix.py declares no reproduce=)"
+    if not fix.repro_needs:
+        return "its reproducer names no machine (fix.py declares no repro_needs=: cpu, cuda or rocm)"
+    return f"its reproducer needs {fix.repro_needs}"
 
 
 def finding(static: str, verdict: str) -> str:

@@ -153,21 +153,34 @@ def matrix(fixes: list[Fix], versions: dict[str, list[str]], patches: Path | Non
 
 
 def summary(rows: dict) -> str:
+    """The counts. A refusal (`failed`) is an answer too: the release's code is not what the fix can
+    change safely, and the table says why; it is counted apart, not as a mistake."""
     cells = [c for cs in rows.values() for c in cs]
-    correct = [c for c in cells if c.status != Status.FAILED.value]
     counts = {s.value: sum(c.status == s.value for c in cells) for s in Status}
     with_static = [c for c in cells if c.static != "n/a"]
     applies = sum(c.static == "applies" for c in with_static)
-    return (f"make_patch: {len(correct)}/{len(cells)} fix-versions handled correctly "
-            f"({counts['applied']} applied, {counts['already-applied']} already-applied, "
-            f"{counts['not-applicable']} not-applicable with a reason, {counts['failed']} failed); "
+    return (f"make_patch: {len(cells)} fix-versions: {counts['applied']} applied, "
+            f"{counts['already-applied']} already-applied, {counts['not-applicable']} not-applicable with a "
+            f"reason, {counts['failed']} refused with a reason (failed); "
             f"static patch from BASE applies to {applies}/{len(with_static)}")
+
+
+REASON_CHARS = 200  # a table cell; --json has the whole detail
+
+
+def reason(cell: Cell) -> str:
+    """Why a release got no patch, one table cell long: the detail of a failed or not-applicable."""
+    if cell.status not in (Status.FAILED.value, Status.NOT_APPLICABLE.value):
+        return ""
+    text = " ".join(cell.detail.split()).replace("|", "\\|")
+    return text if len(text) <= REASON_CHARS else text[:REASON_CHARS - 1] + "…"
 
 
 def markdown(rows: dict) -> str:
     out = []
     for fix_id, cells in rows.items():
-        out += [f"### {fix_id}", "", "| version | make_patch | static patch from BASE |", "|---|---|---|"]
-        out += [f"| {c.version} | {c.status} | {c.static} |" for c in cells]
+        out += [f"### {fix_id}", "", "| version | make_patch | static patch from BASE | why not applied |",
+                "|---|---|---|---|"]
+        out += [f"| {c.version} | {c.status} | {c.static} | {reason(c)} |" for c in cells]
         out.append("")
     return "\n".join(out + [summary(rows)]) + "\n"
