@@ -96,13 +96,14 @@ def test_an_imported_fix_is_tested_by_the_catalogue_with_no_other_edit(upstream,
                       "fix": "transformers-scheduler-no-division-by-zero-without", "files": 1, "hunks": 1}
     after = digests(tree)
     changed = {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
-    assert changed == {str(folder / n) for n in ("fix.patch", "fix.py", "README.md", "BUILD.bazel", "__init__.py")} \
+    assert changed == {str(folder / n) for n in ("fix.patch", "fix.py", "README.md", "BUILD.bazel", "__init__.py",
+                                                 "repro.py", "test_fix.py", "test_real_wheels.py")} \
         | {"README.md"}  # the top README: the fix's row in its table, nothing else
     added = set((tree / "README.md").read_text().splitlines()) - set(before_readme)
     assert added == {f"| {record['fix']} | (fill in: upstream file, releases hit, issue) | Python, imported | "
                      f"[README]({folder}/README.md) |"}
     assert (tree / folder / "fix.patch").read_bytes() == (tree.parent / "scheduler.patch").read_bytes()
-    assert len((tree / folder / "fix.py").read_text().splitlines()) < 12
+    assert len((tree / folder / "fix.py").read_text().splitlines()) < 16
     # what CI runs on every fix: its cases, the catalogue tree, validate, the registry
     # a second one on a file a hand-written fix of the catalogue changes too (our own lines in it)
     trainer = ("--- a/src/transformers/trainer.py\n+++ b/src/transformers/trainer.py\n"
@@ -409,11 +410,11 @@ def test_an_import_killed_at_any_moment_leaves_a_catalogue_that_loads(upstream, 
     fixes, readme = catalogue_state(tree)
     added = fixes.keys() - before_fixes.keys()
     assert fixes.items() >= before_fixes.items() and {k.split("/")[1] for k in added} <= {name}, added
-    assert len(added) in (0, 5), added  # the whole folder or none of it
+    assert len(added) in (0, 8), added  # the whole folder (fix.patch and the 7 files import writes) or none of it
     if point == "import-staged":
         assert not added and list((tree / "fixes").glob(f"*/.{name}.new-*")), "killed with its folder staged"
     if point == "import-placed":
-        assert len(added) == 5  # renamed in; the README's row is not there yet (not atomic with the folder)
+        assert len(added) == 8  # renamed in; the README's row is not there yet (not atomic with the folder)
     assert readme == before_readme or f"transformers-{name.replace('_', '-')} " in readme
     discovered(tree)
     final = run(tree, "-m", "fixmono", "import", str(tmp_path / "p.patch"), "--name", f"after_{name}")
@@ -463,7 +464,7 @@ def test_the_launcher_imports_into_its_own_checkout_from_anywhere(upstream, tree
                          ids=["bad escape", "unclosed docstring", "unclosed call", "a NUL byte"])
 def test_a_generated_file_that_does_not_compile_is_refused_before_it_is_placed(text):
     """The last guard: whatever import generates is compiled before any folder is written."""
-    from fixmono.cli.import_patch import compiled
+    from fixmono.cli.imported_files import compiled
     from fixmono.model.errors import UserError
     with pytest.raises(UserError, match=r"^fixes/x/y/fix\.py: the generated file does not compile .*nothing was "
                                         r"written$"):
@@ -483,7 +484,56 @@ def test_the_next_steps_name_every_file_left_to_write(upstream, tree, tmp_path):
                    "the release column of its row", "tools/check_fix transformers-next-steps",
                    f"undo the import: rm -r {folder}"):
         assert needed in said, (needed, said)
-    from fixmono.cli.import_patch import EXAMPLE
+    from fixmono.cli.imported_files import EXAMPLE
     from fixmono.testing import REPO_ROOT
     assert f"each as {EXAMPLE}/ has it" in said
     assert all((REPO_ROOT / EXAMPLE / name).is_file() for name in ("repro.py", "test_fix.py", "test_real_wheels.py"))
+
+
+FILLED_IN = {
+    "    raise NotImplementedError(\"(fill in: measure())\")\n":
+        "    from transformers.fixmono_example import Scheduler\n"
+        "    try:\n        return {\"factor\": Scheduler(5, 5).factor(5)}\n"
+        "    except ZeroDivisionError as err:\n        return {\"error\": str(err)}\n",
+    "    raise NotImplementedError(\"(fill in: wrong())\")\n":
+        "    return f\"factor(5) with warmup == total: {side['error']}\" if \"error\" in side else \"\"\n",
+    "(fill in: e.g. transformers on CPU)": "our own transformers module",
+    "(fill in: the bug in one line, as a user sees it)": "no warmup divides by zero",
+    "(fill in: what measure() runs and what it counts.)": "Scheduler(5, 5).factor(5).",
+}
+
+
+def test_the_author_fills_in_the_reproducer_and_its_generated_test_passes(upstream, tmp_path):
+    """The author's loop after an import: the generated test_fix.py fails (naming what to fill in) and the
+    placeholder check names each file, until measure() and wrong() are written; then the generated test runs the
+    reproducer both ways (the hot-fix made from the diff, in a fresh interpreter) and passes. Nothing else is
+    written by hand."""
+    tree = copy_tree(tmp_path / "repo")
+    (tmp_path / "s.patch").write_bytes(patch_of(upstream, "HEAD~1"))
+    made = run(tree, "-m", "fixmono", "import", str(tmp_path / "s.patch"), "--name", "warmup", "--json")
+    assert made.returncode == 0, made.stderr
+    folder = tree / "fixes/transformers/warmup"
+    assert 'test_tags = {"test_real_wheels": ["network", "requires-network"]}' in (folder / "BUILD.bazel").read_text()
+    library = tmp_path / "installed"  # our own module where the installed transformers would be
+    (library / "transformers").mkdir(parents=True)
+    (library / "transformers/__init__.py").write_text("__version__ = '9.9.9'\n")
+    (library / "transformers/fixmono_example.py").write_text(BEFORE)
+    path = {"PYTHONPATH": os.pathsep.join([str(tree / "tools"), str(tree), str(library)])}
+    test = ("-m", "pytest", "-q", "-p", "no:cacheprovider", str(folder / "test_fix.py"))
+    unfilled = run(tree, *test, **path)
+    assert unfilled.returncode == 1 and b"(fill in: measure())" in unfilled.stdout, unfilled.stdout[-2000:]
+    left = run(tree, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_docs.py", "-k",
+               "placeholder and transformers-warmup", **path)
+    assert left.returncode == 1, left.stdout[-2000:]
+    for name in ("README.md:", "repro.py:", "test_real_wheels.py:"):
+        assert f"fixes/transformers/warmup/{name}".encode() in left.stdout, (name, left.stdout[-2000:])
+    repro = (folder / "repro.py").read_text()
+    for placeholder, text in FILLED_IN.items():
+        assert placeholder in repro, placeholder
+        repro = repro.replace(placeholder, text)
+    (folder / "repro.py").write_text(repro)
+    filled = run(tree, *test, **path)
+    assert filled.returncode == 0, filled.stdout[-3000:]
+    said = run(tree, "-m", "fixmono.fixes.transformers.warmup.repro", **path)
+    assert said.returncode == 1 and said.stdout.decode().startswith(
+        "reproduced: factor(5) with warmup == total: division by zero; nothing wrong with the hot-fix"), said.stdout

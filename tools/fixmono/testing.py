@@ -136,13 +136,26 @@ def reproduce_on_release(module: str, dist: str, version: str) -> dict:
     interpreter (drift --run's cached environment: built once per machine, shared
     by the tests that ask for the same release), fixmono's own packages after it."""
     from fixmono.analysis.envs import Base, environment
-    from fixmono.runtime.child import child_env
 
-    folder = environment(Base.of(sys.executable), dist, version)
+    return reproducer_result(module, before=(str(environment(Base.of(sys.executable), dist, version)),))
+
+
+def reproducer_result(module: str, before: tuple[str, ...] = ()) -> dict:
+    """`python -m module --json`'s result, with the folders `before` first on its path."""
     run = subprocess.run([sys.executable, "-m", module, "--json"], capture_output=True, text=True,
-                         env=child_env(before=(str(folder),)), timeout=600)
+                         env=child_env(before=before), timeout=600)
     assert run.stdout.startswith("{"), run.stderr[-3000:]
     return json.loads(run.stdout)
+
+
+def reproduced_and_fixed(module: str, on: tuple[str, str] | None = None) -> dict:
+    """A two-sided reproducer's result (fixmono.runtime.repro.two_sided) on the installed release, or
+    on `on` = (dist, version), a published release installed for it. Fails unless the bug is reproduced
+    without the fix and nothing is wrong with its hot-fix."""
+    result = reproduce_on_release(module, *on) if on else reproducer_result(module)
+    assert result["verdict"] == "reproduced", result["summary"]
+    assert result["details"].get("fixed"), result["summary"]
+    return result
 
 
 def write_wheel(directory: Path, name: str, version: str, files: dict[str, str | bytes],

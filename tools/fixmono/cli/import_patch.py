@@ -17,7 +17,6 @@ Folders appear whole: each is written beside its place and renamed in.
 """
 from __future__ import annotations
 
-import json
 import keyword
 import os
 import re
@@ -33,6 +32,7 @@ import fixmono
 from fixmono.apply.contract import apply_change
 from fixmono.cli.early import exit_quietly
 from fixmono.cli.guard import ArgumentParser, run_command
+from fixmono.cli.imported_files import folder_files, next_steps
 from fixmono.engines.imported import PATCH, diff_fix_of
 from fixmono.engines.port import project_of, slug
 from fixmono.model.errors import FixDeclarationError, UserError, one_line
@@ -215,8 +215,7 @@ def plan(args) -> list[tuple[Path, dict[str, str | bytes], Imported]]:
             found = [str(err)]
         if found:
             raise UserError(f"{name}: {found[0]}; nothing was written")
-        files = {PATCH: data, "fix.py": compiled(fix_py(patch, fix_id, project, name), folder / "fix.py"), "README.md": readme(patch, fix),
-                 "BUILD.bazel": BUILD, "__init__.py": ""}
+        files = {PATCH: data, **folder_files(patch, fix, folder, name)}
         kind = "Python, imported" if all(c.path.endswith((".py", ".pyi")) for c in fix.changes) else "imported"
         out.append((folder, files, Imported(folder, fix_id, len(fix.changes), sum(c.sites for c in fix.changes),
                                             kind)))
@@ -317,7 +316,6 @@ def swap_in(path: Path, text: str) -> None:
         temporary.unlink(missing_ok=True)
 
 
-BUILD = 'load("//tools:defs.bzl", "fix_module")\n\nfix_module()\n'
 README_TABLE = "| fix | upstream, releases hit | kind | README |\n|---|---|---|---|\n"  # tests/test_docs.py reads it
 
 
@@ -336,62 +334,6 @@ def with_rows(text: str, rows: list[str]) -> str:
     return eol.join(lines[:at] + rows + lines[at:])
 
 
-def docstring_safe(text: str) -> str:
-    """`text` as it may stand inside a \"\"\"docstring\"\"\": backslashes and quotes escaped,
-    characters that are not printable written as escapes (its value is `text` again)."""
-    return "".join("\\" + c if c in '\\"' else c if c.isprintable() else repr(c)[1:-1] for c in text)
-
-
-def fix_py(patch: PatchFile, fix_id: str, project: str, source: str) -> str:
-    title = docstring_safe(patch.subject or Path(source).name)
-    where = docstring_safe(Path(source).name if "://" not in source else source)
-    return f'''"""{title}
-
-Imported by `fixmono import` from {where}: fix.patch is the
-fix, ported by syntax to each release; its fixture, cases and check are made
-from the diff (fixmono.engines.imported).
-"""
-from fixmono.engines.imported import declare
-
-FIX = declare(__file__, id={json.dumps(fix_id)}, upstream={json.dumps(project)})
-'''
-
-
-def compiled(text: str, path: Path) -> str:
-    """`text`, a file import generates, once Python compiles it: a generated file
-    must never leave the catalogue unloadable."""
-    try:
-        compile(text, str(path), "exec")
-    except (SyntaxError, ValueError) as err:
-        raise UserError(f"{path}: the generated file does not compile ({one_line(err)}); this is a bug of "
-                        "fixmono import; nothing was written") from None
-    return text
-
-
-def readme(patch: PatchFile, fix) -> str:
-    files = "".join(f"- `{c.path}`: {c.sites} hunk(s)\n" for c in fix.changes)
-    origin = patch.origin or "(fill in: the upstream commit or pull request)"
-    return f"""# {fix.title}
-
-Fix id: `{fix.id}` · imported with `fixmono import` · origin: {origin}
-
-## Symptom
-(fill in: what a user sees, on which backends and releases)
-
-## Mechanism
-(fill in)
-
-## The fix
-`fix.patch`, ported by the port engine to each release (`tools/make_patch {fix.id} --upstream ...`):
-{files}
-## Upstream status
-(fill in: the issue, the pull request, the first release that has it)
-
-## Versions
-`fixmono drift --fix {fix.id}` (or `tools/drift_matrix --fix {fix.id}`) gives the status on every published release.
-"""
-
-
 def work(args):
     root = Path(args.into)
     planned = plan(args)
@@ -407,23 +349,6 @@ def render(made: dict, args) -> str:
     for m in made["imported"]:
         lines += next_steps(m["folder"], m["fix"])
     return "\n".join(lines) + "\n"
-
-
-EXAMPLE = "fixes/transformers/generate_prefix_constraint_rows"  # an imported fix with all of it written
-
-
-def next_steps(folder: str, fix_id: str) -> list[str]:
-    """What is left to write by hand, in order (docs/adding-a-fix.md, 'Importing an upstream fix')."""
-    return [f"next, for {fix_id} (each as {EXAMPLE}/ has it):",
-            f"  1. {folder}/repro.py: measure() runs the code the fix changes and returns numbers; reproduce() "
-            "compares them without and with the hot-fix (fixmono.runtime.repro.measured_apart)",
-            f"  2. {folder}/fix.py: reproduce=, repro_needs= (cpu, cuda or rocm), dep3= (where the fix comes "
-            "from and which release has it), backends=",
-            f"  3. {folder}/test_fix.py (the reproducer both ways on the installed release) and test_real_wheels.py "
-            "(fixmono.testing.release_result: its status on a release with the bug and on the first with the fix)",
-            f"  4. {folder}/README.md: every '(fill in ...)'; README.md: the release column of its row",
-            f"  5. tools/check_fix {fix_id}; then patches/: tools/make_patch --all --upstream default --out patches",
-            f"undo the import: rm -r {folder}, and take its row out of README.md"]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,7 +17,8 @@ from pathlib import Path
 
 from fixmono.cli.early import exit_quietly
 from fixmono.cli.guard import ArgumentParser, run_command
-from fixmono.cli.import_patch import BUILD, own_checkout, readme_row, taken_ids, write
+from fixmono.cli.import_patch import own_checkout, readme_row, taken_ids, write
+from fixmono.cli.imported_files import build
 from fixmono.model.errors import UserError
 from fixmono.model.projects import PROJECTS
 
@@ -79,7 +80,7 @@ def files(args) -> dict[str, str]:
     neighbour = "neighbour" if last != "neighbour" else "other"  # a def the fix must leave alone
     other = f"\n\ndef {neighbour}():\n    return None\n"
     today = datetime.date.today().isoformat()
-    transform = f'''"""TODO: what the fix changes, in one line.
+    transform = f'''"""(fill in: what the fix changes, in one line.)
 
 Scaffolded by `fixmono new`: an example that makes {function} return 0.0
 instead of None. Replace OLD/NEW and plan() with the fix's own change; the
@@ -118,9 +119,9 @@ class {camel}(LinePlanTransformer):
         return {{lines[0]: lambda line: line.with_changes(body=cst.parse_statement(NEW + "\\n").body)}}
 
 
-TRANSFORM = PythonTransform({camel}, description="TODO: the edit, in a few words", anchor=f"function {{FUNCTION}}")
+TRANSFORM = PythonTransform({camel}, description="(fill in: the edit, in a few words)", anchor=f"function {{FUNCTION}}")
 '''
-    fix_py = f'''"""TODO: the bug in one line (the fix's README says the rest)."""
+    fix_py = f'''"""(fill in: the bug in one line; the fix's README says the rest.)"""
 from fixmono.model import Case, Dep3, FileChange, Fix, Fixture
 
 from .transform import TRANSFORM
@@ -129,9 +130,9 @@ TARGET = {args.target!r}
 
 FIX = Fix(
     id="{args.fix_id}",
-    title="TODO: the bug, in one line",
+    title="(fill in: the bug, in one line)",
     upstream="{args.project}",
-    description="TODO: the symptom and the mechanism, in two sentences.",
+    description="(fill in: the symptom and the mechanism, in two sentences.)",
     dep3=Dep3(origin="vendor", last_update="{today}"),  # origin: upstream, backport or vendor
     backends=("cuda", "rocm", "cpu"),  # the ones the bug hits
     changes=(FileChange(TARGET, TRANSFORM, sites=1,
@@ -145,7 +146,7 @@ FIX = Fix(
     ),
 )
 '''
-    readme = f"""# TODO: the bug, in one line
+    readme = f"""# (fill in: the bug, in one line)
 
 Fix id: `{args.fix_id}` · scaffolded with `fixmono new` · target: `{args.target}`, `{function}`
 
@@ -168,7 +169,7 @@ Fix id: `{args.fix_id}` · scaffolded with `fixmono new` · target: `{args.targe
 ## Versions
 `fixmono drift --fix {args.fix_id}` gives the status on every published release.
 """
-    return {"__init__.py": "", "BUILD.bazel": BUILD, "transform.py": transform, "fix.py": fix_py,
+    return {"__init__.py": "", "BUILD.bazel": build(with_wheel_test=False), "transform.py": transform, "fix.py": fix_py,
             "README.md": readme, f"fixtures/{fixture}": f"# shaped like upstream's {args.target}: written by us\n\n\n"
                                                           + before + other}
 
@@ -185,7 +186,8 @@ def render(made: dict, args) -> str:
     return (f"{made['folder']}/: {made['fix']}, a working example on its own fixture "
             f"({', '.join(made['files'])}); {row}\n"
             f"next: replace the example's edit in transform.py, the fixture and cases in fix.py with the fix's own, "
-            f"fill in README.md, then: tools/check_fix {made['fix']}\n")
+            f"write each '(fill in ...)' (fix.py, transform.py, README.md, its row's release column: tools/check_fix "
+            f"fails while one is left), then: tools/check_fix {made['fix']}\n")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import subprocess
+from typing import Callable
 
-from fixmono.model.fix import ReproResult
+from fixmono.model.fix import ReproResult, Verdict
 
 
 def torch_backend() -> str:
@@ -92,3 +93,27 @@ def measured_apart(module: str, fix_id: str | None = None, timeout: float = 300.
         return json.loads(found[-1])
     except ValueError as err:
         raise MeasureFailed(f"its result is not JSON ({err})") from None
+
+
+def two_sided(module: str, fix_id: str, wrong: Callable[[dict], str], needs: str) -> ReproResult:
+    """The usual reproducer: `module`'s measure() without and with the fix's hot-fix, each in a fresh
+    interpreter (measured_apart); `wrong(side)` says in one line what is wrong in one side's numbers, ""
+    when nothing is. Reproduced where the side without the fix is wrong; skipped where a side cannot be
+    measured here (`needs`: what it takes, e.g. "torch and transformers (CPU)"). Its details: both sides,
+    and `fixed`, whether nothing is wrong with the hot-fix."""
+    try:
+        before = measured_apart(module)
+        after = measured_apart(module, fix_id)
+    except MeasureFailed as err:
+        return ReproResult(Verdict.SKIPPED, f"needs {needs}: {err}")
+    bug, left = wrong(before), wrong(after)
+    details = {"unpatched": before, "patched": after, "fixed": not left}
+    if not bug:
+        return ReproResult(Verdict.NOT_REPRODUCED, "nothing wrong without the fix: " + describe(before), details)
+    fixed = "nothing wrong with the hot-fix" if not left else f"with the hot-fix still: {left} ({after['hotfix']})"
+    return ReproResult(Verdict.REPRODUCED, f"{bug}; {fixed}", details)
+
+
+def describe(side: dict) -> str:
+    """One side's numbers, one line (what a not-reproduced verdict shows)."""
+    return ", ".join(f"{k} {v}" for k, v in side.items() if k != "hotfix")[:300]
