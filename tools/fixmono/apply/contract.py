@@ -21,15 +21,17 @@ def decode(path: str, data: bytes) -> str:
 BOM = "\ufeff"
 
 
-def apply_change(change: FileChange, text: str) -> FileOutcome:
+def apply_change(change: FileChange, text: str, pre_image: str | None = None) -> FileOutcome:
     """Apply one file change to `text`, enforcing the match contract. A UTF-8
-    byte-order mark is set aside for the transformation and kept."""
+    byte-order mark is set aside for the transformation and kept. `pre_image`:
+    a diff's, for a transform that takes it (engines/three_way.py)."""
     if text.startswith(BOM):
-        outcome = apply_change(change, text[len(BOM):])
+        outcome = apply_change(change, text[len(BOM):], pre_image and pre_image.removeprefix(BOM))
         return outcome if outcome.new_text is None else dataclasses.replace(outcome, new_text=BOM + outcome.new_text)
     path, want = change.path, change.sites
     try:
-        result = change.transform.rewrite(text)
+        result = change.transform.rewrite(text, pre_image) if pre_image is not None else \
+            change.transform.rewrite(text)
     except NotApplicable as err:
         return FileOutcome(path, Status.NOT_APPLICABLE, f"{path}: {err} (code moved or removed?)")
     except (TargetSyntaxError, TransformFailed) as err:
@@ -49,7 +51,9 @@ def apply_change(change: FileChange, text: str) -> FileOutcome:
                   f"this patch adds: {', '.join(result.added) or f'{result.changed} site(s)'}")
         return FileOutcome(path, Status.APPLIED, f"{path}: {result.changed} site(s) changed, {result.present} "
                            f"already there ({partly.split(': ', 1)[1]})", result.source, partly=partly)
-    return FileOutcome(path, Status.APPLIED, f"{path}: {result.changed} site(s) changed", result.source)
+    placed = f" ({result.evidence})" if result.evidence else ""
+    return FileOutcome(path, Status.APPLIED, f"{path}: {result.changed} site(s) changed{placed}", result.source,
+                       evidence=result.evidence)
 
 
 def check_result(change: FileChange, new_text: str) -> str | None:
@@ -71,9 +75,11 @@ def check_result(change: FileChange, new_text: str) -> str | None:
 
 
 def apply_fix(fix: Fix, read: Callable[[str], bytes | None],
-              missing: Callable[[str], str] = lambda path: "not in this upstream") -> FixOutcome:
+              missing: Callable[[str], str] = lambda path: "not in this upstream",
+              blob: Callable[[str], bytes | None] = lambda object_id: None) -> FixOutcome:
     """Apply every file change of `fix`; `read(path)` returns None when absent,
-    which is reported as `<path>: <missing(path)>`."""
+    which is reported as `<path>: <missing(path)>`; `blob(id)`: the source's
+    object of that (abbreviated) id, for a diff's pre-image."""
     outcomes = []
     for change in fix.changes:
         if hasattr(change.transform, "place"):  # a file the fix adds, deletes or renames: judged by presence
@@ -89,8 +95,18 @@ def apply_fix(fix: Fix, read: Callable[[str], bytes | None],
         except Unreadable as err:
             outcomes.append(FileOutcome(change.path, Status.FAILED, str(err)))
             continue
-        outcomes.append(apply_change(change, text))
+        outcomes.append(apply_change(change, text, pre_image_of(change, blob)))
     return summarise(fix, tuple(outcomes))
+
+
+def pre_image_of(change: FileChange, blob: Callable[[str], bytes | None]) -> str | None:
+    """The text of the blob a diff's `index` line names for this file, where the source has it."""
+    object_id = getattr(change.transform, "old_blob", None)
+    data = blob(object_id) if object_id else None
+    try:
+        return data.decode("utf-8") if data is not None else None
+    except UnicodeDecodeError:
+        return None
 
 
 def summarise(fix: Fix, files: tuple[FileOutcome, ...]) -> FixOutcome:

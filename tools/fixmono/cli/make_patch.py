@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from fixmono.analysis.still_needed import check
-from fixmono.engines.port import diff_fixes
+from fixmono.engines.port import DiffTransform, diff_fixes
 from fixmono.apply.run import run
 from fixmono.cli.early import exit_quietly
 from fixmono.cli.guard import ArgumentParser, run_command, tool_name
@@ -187,9 +187,18 @@ def report(args: argparse.Namespace, job: publish.Job, written: bool) -> dict:
         "branch": args.branch if job.branch_tip else None, "branch_tip": job.branch_tip,
         "validated": {kind: sum(o.validation == kind for o in job.outcomes)
                       for kind in ("passed", "compile not run", "failed", "no check")} if args.validate else None,
-        "results": [result(o.fix, o.status, o.detail,
-                           next(names) if o.status is Status.APPLIED and job.patches else None)
-                    for o in job.outcomes]}
+        "results": [{**result(o.fix, o.status, o.detail,
+                              next(names) if o.status is Status.APPLIED and job.patches else None),
+                     **evidence(o)} for o in job.outcomes]}
+
+
+def evidence(outcome) -> dict:
+    """For a diff's port: what placed each changed file's hunks (engines/three_way.py), "hunks only"
+    where their own lines did."""
+    diffs = {c.path for c in outcome.fix.changes if isinstance(c.transform, DiffTransform)}
+    placed = {f.path: f.evidence or "hunks only" for f in outcome.files
+              if f.path in diffs and f.status is Status.APPLIED}
+    return {"evidence": placed} if diffs else {}
 
 
 def wheel_read(upstream) -> dict | None:

@@ -34,6 +34,7 @@ import re
 from collections import Counter
 from pathlib import Path
 
+from fixmono.engines import three_way
 from fixmono.engines.remembered import diff_code, remembered
 from fixmono.model.errors import NotApplicable, TargetSyntaxError, TransformFailed
 from fixmono.model.errors import UserError
@@ -355,13 +356,25 @@ class DiffTransform:
         self.engine = "python" if path.endswith((".py", ".pyi")) else "cpp" if path.endswith(CPP) else "text"
         self.description = f"the diff's {len(hunks)} hunk(s) to {path}"
 
-    def rewrite(self, source: str) -> Rewrite:
-        """The hunks ported onto `source`, or what they gave on the same text before (remembered.py)."""
+    def rewrite(self, source: str, pre_image: str | None = None) -> Rewrite:
+        """The hunks ported onto `source`, or what they gave on the same text before (remembered.py).
+        `pre_image`: the file the diff was made on, where the source has its blob (three_way.py)."""
         if problem := target_over_cap(source):
             raise TransformFailed(f"{problem}; refusing to port the diff onto it")
-        return remembered(diff_code(self.path, (self.hunks, self.old_blob)), source, self._rewrite)
+        seen = blob_id(pre_image) if pre_image is not None else None
+        return remembered(diff_code(self.path, (self.hunks, self.old_blob, seen)), source,
+                          lambda text: self._rewrite(text, pre_image))
 
-    def _rewrite(self, source: str) -> Rewrite:
+    def _rewrite(self, source: str, pre_image: str | None = None) -> Rewrite:
+        try:
+            return self._port(source, pre_image)
+        except (TransformFailed, NotApplicable) as err:  # say why the pre-image did not place it either
+            if pre_image is None or "pre-image" in str(err):
+                raise
+            _, evidence = self.through_pre_image(source, pre_image, False)
+            raise type(err)(f"{err} ({evidence})") from None
+
+    def _port(self, source: str, pre_image: str | None) -> Rewrite:
         python = self.engine == "python"
         scopes = errors = None
         if python:
@@ -376,13 +389,19 @@ class DiffTransform:
         # line numbers decide between places only where the file is the diff's own pre-image (its blob id),
         # where the hunk before was placed by its text alone (the next one is as far from it as in the diff),
         # or between places of the scope the diff names, at exactly the line it names (place())
-        pre_image = self.old_blob is not None and blob_id(source).startswith(self.old_blob)
-        anchored = pre_image
+        is_pre_image = self.old_blob is not None and blob_id(source).startswith(self.old_blob)
+        planned, evidence = self.through_pre_image(source, pre_image, is_pre_image)
+        anchored = is_pre_image
         alike = alike_after(self.hunks)
         for n, hunk in enumerate(self.hunks):
             expected = hunk.start - 1 + offset + drift  # as git apply looks first: shifted as the hunk before
             by_line: list[int] = []  # filled where the line number chose among several places
-            result = place(hunk, lines, expected, scopes, alike[n], by_line if not anchored else None, drift == 0)
+            if planned:  # where the alignment put it, in the lines as the hunks before left them
+                start, stop, replacement, new_rows = planned[n]
+                result = (start + offset, stop + offset, replacement, new_rows)
+            else:
+                result = place(hunk, lines, expected, scopes, alike[n], by_line if not anchored else None,
+                               drift == 0)
             anchored = pre_image or not by_line
             if result == "present":
                 present.append(hunk.label)
@@ -414,7 +433,24 @@ class DiffTransform:
             scopes_of(Scopes, new, tree)  # the presence check reads the result next
         if changed and self.engine == "cpp" and (after := scopes_of(CppScopes, new).errors) > errors:
             raise TransformFailed(f"the result would add parse errors ({errors} -> {after}); refusing it")
-        return Rewrite(new, len(changed), len(present), tuple(h.label for h in changed), tuple(present))
+        return Rewrite(new, len(changed), len(present), tuple(h.label for h in changed), tuple(present),
+                       evidence if changed else "")
+
+    def through_pre_image(self, source: str, pre_image: str | None, is_pre_image: bool):
+        """(the hunks' places found by aligning the diff's pre-image to `source`, or None; what placed them)."""
+        blob = f"blob {self.old_blob}" if self.old_blob else "its blob"
+        if is_pre_image:
+            return None, f"the file is the diff's pre-image ({blob})"
+        if pre_image is None:
+            return None, ""
+        pre = lines_of(pre_image)
+        if not three_way.verified(pre, self.hunks):
+            return None, f"by its hunks: the pre-image ({blob}) does not hold them"
+        planned = three_way.placements(pre, lines_of(source), self.hunks)
+        if planned is None:
+            return None, f"by its hunks: the lines a change edits, or their neighbours, differ here from its " \
+                         f"pre-image ({blob})"
+        return planned, f"placed through the diff's pre-image ({blob}, from the source's objects)"
 
 
 def check_edit(source: str, new: str, hunks: list[Hunk]) -> None:

@@ -55,7 +55,7 @@ def diff_code(path: str, hunks: tuple) -> str:
 @functools.lru_cache(maxsize=1)
 def port_engine() -> bytes:
     here = Path(__file__).parent
-    sources = [here / "port.py", here / "cpp.py", here.parent / "model" / "patchfile.py"]
+    sources = [here / "port.py", here / "three_way.py", here / "cpp.py", here.parent / "model" / "patchfile.py"]
     return b"\0".join([path.read_bytes() for path in sources]
                        + [f"{package_version('tree-sitter')} {package_version('tree-sitter-cpp')} "
                           f"{sys.version_info[:2]}".encode()])
@@ -90,7 +90,7 @@ def remembered(code: str | None, source: str, compute: Callable[[str], Rewrite])
     save(entry, {"source": result.source, "sha256": hashlib.sha256(result.source.encode("utf-8",
                                                                                         "surrogatepass")).hexdigest(),
                  "changed": result.changed, "present": result.present, "added": list(result.added),
-                 "already": list(result.already)})
+                 "already": list(result.already), "evidence": result.evidence})
     return result
 
 
@@ -102,7 +102,7 @@ def load(entry: Path) -> Rewrite | None:
         if hashlib.sha256(data["source"].encode("utf-8", "surrogatepass")).hexdigest() != data["sha256"]:
             return None
         return Rewrite(data["source"], data["changed"], data["present"], tuple(data["added"]),
-                       tuple(data["already"]))
+                       tuple(data["already"]), data.get("evidence", ""))
     except (OSError, ValueError, KeyError, TypeError):
         return None
 

@@ -94,6 +94,7 @@ class Rewrite:
     present: int  # sites already in fixed form (the presence check)
     added: tuple[str, ...] = ()  # optional names of the changed sites, for the status and commit message
     already: tuple[str, ...] = ()  # optional names of the present sites
+    evidence: str = ""  # a diff's port: what placed its hunks, where more than their own lines (three_way.py)
 
 
 EDITS = ("insert", "replace", "move")

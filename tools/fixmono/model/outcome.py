@@ -23,6 +23,7 @@ class FileOutcome:
     optional: bool = False  # an optional file that is missing: reported, not counted
     absent: bool = False  # the file is not in the tree at all
     partly: str = ""  # for a file where some sites were already fixed: which, and what the patch adds
+    evidence: str = ""  # Rewrite.evidence: what placed a diff's hunks
 
 
 @dataclass(frozen=True)

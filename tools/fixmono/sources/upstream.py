@@ -8,6 +8,7 @@ nothing here writes into them.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,6 +36,10 @@ class Source:
     def missing_file_hint(self, path: str) -> str:
         """What to say about a target file this source does not have."""
         return "not in this source"
+
+    def blob(self, object_id: str) -> bytes | None:
+        """The blob of that (abbreviated) id among the source's objects, or None."""
+        return None
 
 
 @dataclass
@@ -92,6 +97,17 @@ class Upstream(Source):
         """Those of `paths` that are files at HEAD (a --diff's strip level is decided by them)."""
         return {path for path, (_, kind, _, _) in self.entries(*sorted(paths)).items() if kind == "blob"} \
             if paths else set()
+
+    def blob(self, object_id: str) -> bytes | None:
+        """A diff's pre-image, by the id its `index` line gives, where the repository has that blob
+        (a fix made on another branch of the same upstream); None where it has not, or the id is ambiguous."""
+        if not re.fullmatch(r"[0-9a-f]{7,64}", object_id):
+            return None
+        found = self.scratch.git("cat-file", "--batch-check", input=f"{object_id}\n")
+        fields = found.split()
+        if len(fields) != 3 or fields[1] != "blob" or int(fields[2]) > self.max_target_bytes:
+            return None
+        return self.scratch.git("cat-file", "blob", fields[0], binary=True)
 
     def read(self, path: str) -> bytes | None:
         """The file's bytes at HEAD, or None when HEAD has no such file."""

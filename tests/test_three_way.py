@@ -1,0 +1,134 @@
+"""A diff's hunks placed through its pre-image (engines/three_way.py): where the
+checkout holds the blob the diff's `index` line names (a fix made on another
+branch of the same repository), the pre-image's lines are aligned to the
+target's and each change goes where its own lines and both neighbours are.
+Our own files, shaped like a library module; real git repositories."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from fixmono.engines import three_way
+from fixmono.model.patchfile import parse_patch
+from fixmono.testing import git, make_patch, make_repo
+
+PATH = "torch/utils/loader.py"
+BASE = '''"""Our own loader module."""
+import os
+
+
+class Loader:
+    def load(self, path):
+        self.count += 1
+        self.seen.add(path)
+        data = read(path)
+        if data is None:
+            return None
+        return decode(data)
+
+    def load_all(self, paths):
+        self.count += len(paths)
+        self.seen.update(paths)
+        data = read(paths)
+        if data is None:
+            return None
+        return decode(data)
+
+
+def read(path, retries=1):
+    return os.environ.get(path)
+
+
+def decode(data, strict=False):
+    return data
+'''
+FIX = ("        data = read(path)\n        if data is None:\n", "        data = read(path)\n        if not data:\n")
+# the release moved on: the lines around the fix's changed line differ, in both methods (what a hunk-only port
+# must refuse: what is left of its context is in both, under git's header `class Loader:`)
+RELEASE = BASE.replace("        data = read(path)\n", "        data = read(path, retries=3)\n").replace(
+    "        data = read(paths)\n", "        data = read(paths, retries=3)\n").replace(
+    "        return decode(data)\n", "        return decode(data, strict=True)\n")
+
+
+def branches(tmp_path, release: str, fixed_base: str = BASE) -> tuple:
+    """One repository: `main` fixes BASE (as `fixed_base` has it), `release` forked before and became
+    `release`. Returns (the checkout at release, the fix's format-patch)."""
+    repo = make_repo(tmp_path / "repo", {"torch/__init__.py": "", PATH: BASE})
+    git(repo, "branch", "release")
+    if fixed_base != BASE:
+        (repo / PATH).write_text(fixed_base)
+        git(repo, "commit", "-qam", "main: a refactor")
+    (repo / PATH).write_text(fixed_base.replace(*FIX))
+    git(repo, "commit", "-qam", "load: an empty read is no data")
+    patch = tmp_path / "fix.patch"
+    patch.write_text(git(repo, "format-patch", "-1", "--stdout"))
+    git(repo, "checkout", "-q", "release")
+    (repo / PATH).write_text(release)
+    git(repo, "commit", "-qam", "release: retries and strict decoding")
+    return repo, patch
+
+
+def port(patch, checkout) -> dict:
+    run = make_patch("--diff", str(patch), "--upstream", str(checkout), "--check", "--json")
+    (result,) = json.loads(run.stdout)["runs"][0]["results"]
+    return result
+
+
+def test_changed_context_is_ported_through_the_pre_image_and_refused_without_it(tmp_path):
+    repo, patch = branches(tmp_path, RELEASE)
+    result = port(patch, repo)
+    assert result["status"] == "applied", result
+    blob = parse_patch(patch.read_text(), "fix.patch").files[0].old_blob
+    assert result["evidence"] == {PATH: f"placed through the diff's pre-image (blob {blob}, from the source's "
+                                        "objects)"}
+    assert f"(placed through the diff's pre-image (blob {blob}" in result["detail"]
+    wanted = RELEASE.replace("        data = read(path, retries=3)\n        if data is None:\n",
+                             "        data = read(path, retries=3)\n        if not data:\n")
+    assert wanted != RELEASE
+    out = make_patch("--diff", str(patch), "--upstream", str(repo), "--out", str(tmp_path / "series"))
+    assert out.returncode == 0, out.stderr
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", str(repo), str(clone))
+    git(clone, "am", "-q", *sorted(str(p) for p in (tmp_path / "series").glob("0*.patch")))
+    assert (clone / PATH).read_text() == wanted  # the release's own context kept, the fix's line changed
+    # the same release in a repository without main's objects: hunks only, and the class-only header
+    # (git's, over an indented def) cannot say which method of Loader the changed line is in
+    alone = make_repo(tmp_path / "alone", {"torch/__init__.py": "", PATH: RELEASE})
+    refused = port(patch, alone)
+    assert refused["status"] == "failed" and "cannot tell which method of `Loader`" in refused["detail"], refused
+
+
+@pytest.mark.parametrize("release, why", [
+    (RELEASE.replace("        data = read(path, retries=3)\n        if data is None:\n",
+                     "        data = read(path, retries=3)\n        if data is None or data == '':\n"),
+     "the line it edits changed"),
+    (RELEASE.replace("        data = read(path, retries=3)\n        if data is None:\n",
+                     "        data = read(path, retries=3)\n        log(path)\n        if data is None:\n"),
+     "a line stands between it and its neighbour"),
+    (RELEASE.replace("        data = read(path, retries=3)\n        if data is None:\n",
+                     "        if data is None:\n"),
+     "its neighbour is gone"),
+])
+def test_where_the_release_changed_the_edit_or_beside_it_the_alignment_places_nothing(tmp_path, release, why):
+    """A conflict as git merge-file sees one, or a line added or removed beside the change: not placed by the
+    alignment; the hunk ladder decides as without the pre-image, and the detail says why it did not place it."""
+    repo, patch = branches(tmp_path, release)
+    result = port(patch, repo)
+    assert result["status"] != "applied" or result["evidence"] == {PATH: "hunks only"}, (why, result)
+    if result["status"] != "applied":
+        assert "differ here from its pre-image" in result["detail"], result
+
+
+def test_the_alignment_alone():
+    pre = ["a\n", "b\n", "c\n", "d\n", "e\n"]
+    hunk = parse_patch("--- a/f\n+++ b/f\n@@ -2,3 +2,3 @@\n b\n-c\n+C\n d\n", "p").files[0].hunks
+    assert three_way.verified(pre, hunk)
+    assert not three_way.verified(["x\n"] + pre, hunk)
+    assert three_way.placements(pre, ["z\n", "a\n", "B\n", "c\n", "d\n", "e\n"], hunk) == \
+        [(3, 4, ["C\n"], [0])]  # its context line changed, its own line and neighbours' places hold: placed
+    assert three_way.placements(pre, ["a\n", "b\n", "c2\n", "d\n", "e\n"], hunk) is None  # its line changed
+    assert three_way.placements(pre, ["a\n", "b\n", "x\n", "c\n", "d\n", "e\n"], hunk) is None  # a line beside it
+    insert = parse_patch("--- a/f\n+++ b/f\n@@ -2,2 +2,3 @@\n b\n+new\n c\n", "p").files[0].hunks
+    assert three_way.placements(pre, ["a\n", "b\n", "c\n", "d\n", "e\n"], insert) == [(2, 2, ["new\n"], [0])]
+    assert three_way.placements(pre, ["a\n", "b\n", "q\n", "c\n", "d\n", "e\n"], insert) is None
