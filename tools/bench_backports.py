@@ -84,7 +84,8 @@ except ImportError:  # the benchmark runs without it, one check fewer
 TOOLS = {"git apply": ["git", "apply"], "git apply -C1": ["git", "apply", "-C1"],
          "patch --fuzz=3": ["patch", "-p1", "--fuzz=3", "--no-backup-if-mismatch", "-s", "-f"]}
 ENGINE = "port engine"
-ALL = (ENGINE, *TOOLS)
+ENGINE_PRE = "port engine + pre-image"  # given the main commit's parent file, as a checkout holding its blob is
+ALL = (ENGINE, ENGINE_PRE, *TOOLS)
 # a release branch: an optional prefix, a version, optional release-ish suffixes
 RELEASE = re.compile(r"^(?:release[/_-]?v?|r|v)?(\d+)\.(\d+)(?:\.\d+)?(?:\.x|\.X)?"
                      r"(?:[-_.](?:release|post\d*|patch|bis|good)\w*)*$")
@@ -226,8 +227,9 @@ class Result:
     message: str = ""
 
 
-def engine(patch: str, files: dict[str, str]) -> Result:
-    """The port engine on every file of the diff (one not-applicable file and one applied: failed)."""
+def engine(patch: str, files: dict[str, str], pre_images: dict[str, str | None] | None = None) -> Result:
+    """The port engine on every file of the diff (one not-applicable file and one applied: failed);
+    `pre_images`: the files the diff was made on (engines/three_way.py), where known."""
     try:
         parsed = parse_patch(patch, "main.patch")
     except UserError as err:
@@ -235,7 +237,7 @@ def engine(patch: str, files: dict[str, str]) -> Result:
     out, statuses, messages = {}, set(), []
     for f in parsed.files:
         try:
-            rewrite = DiffTransform(f.path, f.hunks).rewrite(files[f.path])
+            rewrite = DiffTransform(f.path, f.hunks).rewrite(files[f.path], (pre_images or {}).get(f.path))
         except NotApplicable as err:
             statuses.add("not-applicable")
             messages.append(f"{f.path}: not-applicable: {err}")
@@ -265,8 +267,13 @@ def text_tool(command: list[str], patch: str, files: dict[str, str]) -> Result:
         return Result("applied", {path: (Path(tmp) / path).read_text() for path in files})
 
 
-def port_all(patch: str, files: dict[str, str]) -> dict[str, Result]:
-    return {ENGINE: engine(patch, files), **{t: text_tool(c, patch, files) for t, c in TOOLS.items()}}
+def port_all(patch: str, files: dict[str, str], pre_images: dict[str, str | None]) -> dict[str, Result]:
+    return {ENGINE: engine(patch, files), ENGINE_PRE: engine(patch, files, pre_images),
+            **{t: text_tool(c, patch, files) for t, c in TOOLS.items()}}
+
+
+def pre_images(gitdir: str, pair: Pair) -> dict[str, str | None]:
+    return {p: show(gitdir, f"{pair.main}^", p) for p in pair.paths}
 
 
 # --- checks --------------------------------------------------------------------------------------
@@ -408,7 +415,7 @@ def release_branch_rows(gitdir: str, pair: Pair, patch: str, wanted: dict, verbo
     """Setting 1: the main diff onto the backport's parent, against the backport."""
     files = {p: show(gitdir, pair.parent, p) for p in pair.paths}
     truth = {p: show(gitdir, pair.pick, p) for p in pair.paths}
-    results = port_all(patch, files)
+    results = port_all(patch, files, pre_images(gitdir, pair))
     row = {"setting": "release", **dataclasses.asdict(pair), "target": pair.parent}
     for tool, result in results.items():
         if result.status != "applied":
@@ -422,7 +429,13 @@ def release_branch_rows(gitdir: str, pair: Pair, patch: str, wanted: dict, verbo
     row["engine status"], row["engine message"] = eng.status, eng.message
     row["engine broken"] = check(eng, files, wanted) if eng.status == "applied" else None
     row["differs from git apply"] = plain.status == "applied" and eng.status == "applied" and eng.texts != plain.texts
+    pre = results[ENGINE_PRE]
+    row["pre-image differs from git apply"] = plain.status == "applied" and pre.status == "applied" \
+        and pre.texts != plain.texts
     row["git apply applied, engine no"] = plain.status == "applied" and eng.status != "applied"
+    if verbose and row[ENGINE_PRE] == "wrong":
+        print(f"\n#### {pair.repo} {pair.branch} {pair.main[:10]}: engine + pre-image wrong\n"
+              f"{short_diff(truth, pre.texts)}")
     if verbose and (row[ENGINE] == "wrong" or row["engine broken"] or row["differs from git apply"]):
         print(f"\n#### {pair.repo} {pair.branch} {pair.main[:10]} -> {pair.pick[:10]} ({', '.join(pair.paths)}): "
               f"engine {row[ENGINE]}; {row['engine broken'] or ''}\nengine vs backport:\n"
@@ -447,11 +460,11 @@ def older_rows(gitdir: str, pair: Pair, patch: str, wanted: dict, verbose: bool)
             continue
         row["removed lines present"] = all(removed[p] <= {line.strip() for line in files[p].splitlines()}
                                            for p in removed)
-        for tool, result in port_all(patch, files).items():
+        for tool, result in port_all(patch, files, pre_images(gitdir, pair)).items():
             why = check(result, files, wanted) if result.status == "applied" else None
             row[tool] = "broken" if why else "clean" if result.status == "applied" else result.status
             row[f"{tool} why"] = why or result.message
-            if verbose and tool == ENGINE and why:
+            if verbose and tool in (ENGINE, ENGINE_PRE) and why:
                 print(f"\n#### {pair.repo} {pair.main[:10]} @ {tag} ({', '.join(pair.paths)}): engine broken: {why}\n"
                       f"{short_diff(files, result.texts)}")
         rows.append(row)
@@ -462,7 +475,7 @@ def through_cli(gitdir: str, pair: Pair, patch: str) -> str | None:
     """The pair's main diff through the real command onto a checkout of the backport's
     parent: None where it agrees with the in-process engine, else what differs."""
     files = {p: show(gitdir, pair.parent, p) for p in pair.paths}
-    mine = engine(patch, files)
+    mine = engine(patch, files, pre_images(gitdir, pair))  # the clone holds the diff's pre-image blobs
     plain = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     local = clean_env(GIT_ALLOW_PROTOCOL="file")  # the one git layer's environment; a local clone: file transport
     with tempfile.TemporaryDirectory() as tmp:
@@ -533,7 +546,8 @@ def release_table(rows: list[dict], title: str) -> str:
     out.append(f"\nengine: {', '.join(f'{k} {v}' for k, v in sorted(eng.items()))}; its text broken (parse/scope/"
                f"pyflakes) {sum(bool(r['engine broken']) for r in rows)}; **differs from git apply where git apply "
                f"applies: {sum(r['differs from git apply'] for r in rows)}**; git apply applies and the engine "
-               f"gives no text: {sum(r['git apply applied, engine no'] for r in rows)}\n")
+               f"gives no text: {sum(r['git apply applied, engine no'] for r in rows)}; with the pre-image, differs "
+               f"from git apply where git apply applies: {sum(r['pre-image differs from git apply'] for r in rows)}\n")
     return "\n".join(out)
 
 
