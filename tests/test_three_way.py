@@ -132,3 +132,21 @@ def test_the_alignment_alone():
     insert = parse_patch("--- a/f\n+++ b/f\n@@ -2,2 +2,3 @@\n b\n+new\n c\n", "p").files[0].hunks
     assert three_way.placements(pre, ["a\n", "b\n", "c\n", "d\n", "e\n"], insert) == [(2, 2, ["new\n"], [0])]
     assert three_way.placements(pre, ["a\n", "b\n", "q\n", "c\n", "d\n", "e\n"], insert) is None
+
+
+def test_base_names_the_tree_the_diff_was_made_on(tmp_path):
+    """--base: a release checkout without main's objects, and the tree the diff was made on beside it."""
+    _, patch = branches(tmp_path, RELEASE)
+    alone = make_repo(tmp_path / "alone", {"torch/__init__.py": "", PATH: RELEASE})
+    made_on = make_repo(tmp_path / "made-on", {"torch/__init__.py": "", PATH: BASE})
+    with_base = make_patch("--diff", str(patch), "--upstream", str(alone), "--base", str(made_on), "--check", "--json")
+    (result,) = json.loads(with_base.stdout)["runs"][0]["results"]
+    assert result["status"] == "applied" and "placed through the diff's pre-image" in result["evidence"][PATH], result
+    other = make_repo(tmp_path / "other", {"torch/__init__.py": "", PATH: BASE + "\n# another text\n"})
+    not_it = make_patch("--diff", str(patch), "--upstream", str(alone), "--base", str(other), "--check", "--json")
+    (result,) = json.loads(not_it.stdout)["runs"][0]["results"]
+    assert result["status"] == "failed" and "pre-image" not in result["detail"], result  # its blob id is another
+    for args, message in ((["--base", str(made_on)], "--base names the tree a --diff was made on"),
+                          (["--diff", str(patch), "--base", str(tmp_path / "nowhere")], "--base ")):
+        bad = make_patch(*args, "--upstream", str(alone), "--check")
+        assert bad.returncode == 2 and message in bad.stderr and len(bad.stderr.splitlines()) == 1, bad.stderr

@@ -76,10 +76,10 @@ def check_result(change: FileChange, new_text: str) -> str | None:
 
 def apply_fix(fix: Fix, read: Callable[[str], bytes | None],
               missing: Callable[[str], str] = lambda path: "not in this upstream",
-              blob: Callable[[str], bytes | None] = lambda object_id: None) -> FixOutcome:
+              pre_image: Callable[[str, str | None], bytes | None] = lambda path, object_id: None) -> FixOutcome:
     """Apply every file change of `fix`; `read(path)` returns None when absent,
-    which is reported as `<path>: <missing(path)>`; `blob(id)`: the source's
-    object of that (abbreviated) id, for a diff's pre-image."""
+    which is reported as `<path>: <missing(path)>`; `pre_image(path, blob id)`:
+    the file a diff was made on, where it is at hand (apply/run.found_pre_image)."""
     outcomes = []
     for change in fix.changes:
         if hasattr(change.transform, "place"):  # a file the fix adds, deletes or renames: judged by presence
@@ -95,14 +95,15 @@ def apply_fix(fix: Fix, read: Callable[[str], bytes | None],
         except Unreadable as err:
             outcomes.append(FileOutcome(change.path, Status.FAILED, str(err)))
             continue
-        outcomes.append(apply_change(change, text, pre_image_of(change, blob)))
+        outcomes.append(apply_change(change, text, pre_image_of(change, pre_image)))
     return summarise(fix, tuple(outcomes))
 
 
-def pre_image_of(change: FileChange, blob: Callable[[str], bytes | None]) -> str | None:
-    """The text of the blob a diff's `index` line names for this file, where the source has it."""
-    object_id = getattr(change.transform, "old_blob", None)
-    data = blob(object_id) if object_id else None
+def pre_image_of(change: FileChange, pre_image: Callable[[str, str | None], bytes | None]) -> str | None:
+    """The text of the file a diff's change was made on, where it is at hand (a diff's transform only)."""
+    if not hasattr(change.transform, "old_blob"):
+        return None
+    data = pre_image(change.path, change.transform.old_blob)
     try:
         return data.decode("utf-8") if data is not None else None
     except UnicodeDecodeError:

@@ -10,14 +10,16 @@ from fixmono.apply.revert import confirm_reverted, revert_through_git
 from fixmono.model.errors import Unreadable
 from fixmono.model.fix import Fix, NotChecked, ValidationNote
 from fixmono.model.outcome import FixOutcome, Status
+from fixmono.model.patchfile import git_blob_id
 from fixmono.sources.upstream import Source
 
 
 def run(source: Source, fixes: list[Fix], validate: bool = False, progress=lambda message: None,
-        finished=lambda label, status, seconds: None) -> list[FixOutcome]:
+        finished=lambda label, status, seconds: None, base: Source | None = None) -> list[FixOutcome]:
     """Apply `fixes` in order; each sees the files as the previous ones left
     them. A fix that reverts an upstream commit goes through git where the
-    source has history; `validate` runs each applied fix's behavioural check.
+    source has history; `validate` runs each applied fix's behavioural check;
+    `base`: the tree a diff was made on (make_patch --base), for its pre-image.
     `progress(fix id)` as each starts, `finished(...)` as it ends (output/progress.py)."""
     patched: dict[str, str | None] = {}
 
@@ -31,7 +33,8 @@ def run(source: Source, fixes: list[Fix], validate: bool = False, progress=lambd
         progress(fix.id)
         start = time.monotonic()
         try:
-            outcome = apply_fix(fix, read, source.missing_file_hint, source.blob)
+            outcome = apply_fix(fix, read, source.missing_file_hint,
+                                lambda path, object_id: found_pre_image(source, base, path, object_id))
         except Unreadable as err:
             outcome = FixOutcome(fix, Status.FAILED, str(err))
         if fix.reverts and source.history:
@@ -65,6 +68,18 @@ def run(source: Source, fixes: list[Fix], validate: bool = False, progress=lambd
         outcomes.append(outcome)
         finished(fix.id, outcome.status.value, time.monotonic() - start)
     return outcomes
+
+
+def found_pre_image(source: Source, base: Source | None, path: str, object_id: str | None) -> bytes | None:
+    """The file a diff was made on: the blob its `index` line names among the source's objects, else
+    `base`'s file at that path where its blob id is that one (any, where the diff names none: the
+    port then checks that every hunk stands in it at the line it names)."""
+    if object_id and (data := source.blob(object_id)) is not None:
+        return data
+    data = base.read(path) if base is not None else None
+    if data is None or (object_id and not git_blob_id(data).startswith(object_id)):
+        return None
+    return data
 
 
 def checked(fix: Fix, before: dict, after: dict):

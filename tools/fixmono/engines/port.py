@@ -29,7 +29,6 @@ import builtins
 import dataclasses
 import difflib
 import functools
-import hashlib
 import re
 from collections import Counter
 from pathlib import Path
@@ -41,7 +40,7 @@ from fixmono.model.errors import UserError
 from fixmono.model.fix import Dep3, FileChange, Fix, Rewrite
 from fixmono.model.limits import target_over_cap
 from fixmono.model.outcome import FileOutcome, Status
-from fixmono.model.patchfile import FileDiff, Hunk, PatchFile, lines_of, resolve_strip
+from fixmono.model.patchfile import FileDiff, Hunk, PatchFile, git_blob_id, lines_of, resolve_strip
 from fixmono.model.projects import PROJECTS, any_project
 
 MAX_TRIM = 3  # context lines `patch --fuzz=3` may ignore at each end; here only with the scope confirmed
@@ -482,8 +481,7 @@ def check_edit(source: str, new: str, hunks: list[Hunk]) -> None:
 
 def blob_id(text: str) -> str:
     """git's blob id of `text` (as `git hash-object` gives it, SHA-1)."""
-    data = text.encode("utf-8", "surrogatepass")
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+    return git_blob_id(text.encode("utf-8", "surrogatepass"))
 
 
 def removed_defs(hunks: tuple[Hunk, ...]) -> set[str]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import email.parser
 import email.utils
+import hashlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -59,6 +60,11 @@ class Hunk:
         added = sum(k == "+" for k, _ in self.lines)
         return f"hunk @@ -{self.start} @@{' ' + self.header if self.header else ''} (-{removed} +{added})"
 
+
+
+def git_blob_id(data: bytes) -> str:
+    """git's blob id of `data` (as `git hash-object` gives it, SHA-1): what a diff's `index` line names."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 @dataclass(frozen=True)
 class FileDiff:
