@@ -80,8 +80,7 @@ def test_changed_context_is_ported_through_the_pre_image_and_refused_without_it(
     result = port(patch, repo)
     assert result["status"] == "applied", result
     blob = parse_patch(patch.read_text(), "fix.patch").files[0].old_blob
-    assert result["evidence"] == {PATH: f"placed through the diff's pre-image (blob {blob}, from the source's "
-                                        "objects)"}
+    assert result["evidence"] == {PATH: f"placed through the diff's pre-image (blob {blob})"}
     assert f"(placed through the diff's pre-image (blob {blob}" in result["detail"]
     wanted = RELEASE.replace("        data = read(path, retries=3)\n        if data is None:\n",
                              "        data = read(path, retries=3)\n        if not data:\n")
@@ -146,6 +145,16 @@ def test_base_names_the_tree_the_diff_was_made_on(tmp_path):
     not_it = make_patch("--diff", str(patch), "--upstream", str(alone), "--base", str(other), "--check", "--json")
     (result,) = json.loads(not_it.stdout)["runs"][0]["results"]
     assert result["status"] == "failed" and "pre-image" not in result["detail"], result  # its blob id is another
+    plain = tmp_path / "plain.patch"  # no index line: the base's file is taken where every hunk stands in it
+    plain.write_text("".join(line for line in patch.read_text().splitlines(True) if not line.startswith("index ")))
+    for base, placed in ((made_on, True), (other, True)):  # other text elsewhere: its lines still map
+        run = make_patch("--diff", str(plain), "--upstream", str(alone), "--base", str(base), "--check", "--json")
+        (result,) = json.loads(run.stdout)["runs"][0]["results"]
+        assert (result["status"] == "applied") is placed, result
+    shifted = make_repo(tmp_path / "shifted", {"torch/__init__.py": "", PATH: "# one line more\n" + BASE})
+    run = make_patch("--diff", str(plain), "--upstream", str(alone), "--base", str(shifted), "--check", "--json")
+    (result,) = json.loads(run.stdout)["runs"][0]["results"]
+    assert result["status"] == "failed" and "does not hold them" in result["detail"], result
     for args, message in ((["--base", str(made_on)], "--base names the tree a --diff was made on"),
                           (["--diff", str(patch), "--base", str(tmp_path / "nowhere")], "--base ")):
         bad = make_patch(*args, "--upstream", str(alone), "--check")

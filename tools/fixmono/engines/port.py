@@ -437,7 +437,7 @@ class DiffTransform:
 
     def through_pre_image(self, source: str, pre_image: str | None, is_pre_image: bool):
         """(the hunks' places found by aligning the diff's pre-image to `source`, or None; what placed them)."""
-        blob = f"blob {self.old_blob}" if self.old_blob else "its blob"
+        blob = f"blob {self.old_blob}" if self.old_blob else "no blob named: every hunk stands in it at its line"
         if is_pre_image:
             return None, f"the file is the diff's pre-image ({blob})"
         if pre_image is None:
@@ -449,7 +449,7 @@ class DiffTransform:
         if planned is None:
             return None, f"by its hunks: the lines a change edits, or their neighbours, differ here from its " \
                          f"pre-image ({blob})"
-        return planned, f"placed through the diff's pre-image ({blob}, from the source's objects)"
+        return planned, f"placed through the diff's pre-image ({blob})"
 
 
 def check_edit(source: str, new: str, hunks: list[Hunk]) -> None:
