@@ -125,11 +125,11 @@ def test_the_alignment_alone():
     assert three_way.verified(pre, hunk)
     assert not three_way.verified(["x\n"] + pre, hunk)
     assert three_way.placements(pre, ["z\n", "a\n", "B\n", "c\n", "d\n", "e\n"], hunk) == \
-        [(3, 4, ["C\n"], [0])]  # its context line changed, its own line and neighbours' places hold: placed
+        [(3, 4, ["C\n"], [0], {})]  # its context line changed, its own line and neighbours' places hold: placed
     assert three_way.placements(pre, ["a\n", "b\n", "c2\n", "d\n", "e\n"], hunk) is None  # its line changed
     assert three_way.placements(pre, ["a\n", "b\n", "x\n", "c\n", "d\n", "e\n"], hunk) is None  # a line beside it
     insert = parse_patch("--- a/f\n+++ b/f\n@@ -2,2 +2,3 @@\n b\n+new\n c\n", "p").files[0].hunks
-    assert three_way.placements(pre, ["a\n", "b\n", "c\n", "d\n", "e\n"], insert) == [(2, 2, ["new\n"], [0])]
+    assert three_way.placements(pre, ["a\n", "b\n", "c\n", "d\n", "e\n"], insert) == [(2, 2, ["new\n"], [0], {})]
     assert three_way.placements(pre, ["a\n", "b\n", "q\n", "c\n", "d\n", "e\n"], insert) is None
 
 
@@ -159,3 +159,61 @@ def test_base_names_the_tree_the_diff_was_made_on(tmp_path):
                           (["--diff", str(patch), "--base", str(tmp_path / "nowhere")], "--base ")):
         bad = make_patch(*args, "--upstream", str(alone), "--check")
         assert bad.returncode == 2 and message in bad.stderr and len(bad.stderr.splitlines()) == 1, bad.stderr
+
+
+@pytest.mark.parametrize("base, ours, theirs, merged", [
+    ("x = f(a)\n", "x = g(a)\n", "x = f(a, b)\n", "x = g(a, b)\n"),  # the call renamed; an argument added
+    ("return y\n", "return y + 1\n", "return  y\n", "return  y + 1\n"),
+    ("t = load(p, 1)\n", "t = load(p, 2)\n", "total = load(p, 1)\n", "total = load(p, 2)\n"),
+    ("x = f(a)\n", "x = f(a, c)\n", "x = f(a, b)\n", None),  # both add an argument at one place
+    ("x = f(a)\n", "x = g(a)\n", "x = h(a)\n", None),  # both edit one token
+    ("x = f(a)\n", "x = f(b)\n", "x = f(a)  # note\n", "x = f(b)  # note\n"),
+    ("if data is None:\n", "if blob is None or x:\n", "if blob is None:\n", "if blob is None or x:\n"),  # one edit
+    ("x = 'a\n", "x = 'b\n", "y = 'a\n", None),  # a string the line does not close: not merged
+])
+def test_a_line_both_changed_takes_both_edits_only_where_they_touch_different_tokens(base, ours, theirs, merged):
+    assert three_way.merge_line(base, ours, theirs) == merged
+
+
+def test_a_line_the_release_changed_too_is_ported_with_both_edits(tmp_path):
+    """The fix edits `if data is None:` in load(); the release renamed its variable there (`data` -> `blob`)
+    and changed the lines around: the line takes both edits, the name the release renamed is renamed in what
+    the fix adds, and the result is checked as the edit of the release's line."""
+    release = RELEASE.replace("        data = read(path, retries=3)\n        if data is None:\n            return None\n"
+                              "        return decode(data, strict=True)\n",
+                              "        blob = read(path, retries=3)\n        if blob is None:\n            return None\n"
+                              "        return decode(blob, strict=True)\n", 1)
+    fix = ("        if data is None:\n            return None\n", "        if data is None or not len(data):\n"
+           "            return None\n")
+    repo = make_repo(tmp_path / "repo", {"torch/__init__.py": "", PATH: BASE})
+    git(repo, "branch", "release")
+    (repo / PATH).write_text(BASE.replace(*fix, 1))
+    git(repo, "commit", "-qam", "load: an empty read is no data")
+    patch = tmp_path / "fix.patch"
+    patch.write_text(git(repo, "format-patch", "-1", "--stdout"))
+    git(repo, "checkout", "-q", "release")
+    (repo / PATH).write_text(release)
+    git(repo, "commit", "-qam", "release")
+    result = port(patch, repo)
+    assert result["status"] == "applied" and "placed through the diff's pre-image" in result["evidence"][PATH], result
+    out = make_patch("--diff", str(patch), "--upstream", str(repo), "--out", str(tmp_path / "series"))
+    assert out.returncode == 0, out.stderr
+    (mail,) = (tmp_path / "series").glob("0*.patch")
+    assert "-        if blob is None:\n+        if blob is None or not len(blob):\n" in mail.read_text()
+
+
+def test_a_name_renamed_on_one_line_but_kept_on_another_is_not_renamed(tmp_path):
+    """The release renamed `data` on the fix's line only (its other lines still read `data`): no rename is
+    consistent, the merged line reads a name the release does not bind there, and the name check refuses it."""
+    release = RELEASE.replace("        if data is None:\n            return None\n",
+                              "        if blob is None:\n            return None\n", 1)
+    assert three_way.renamed_names(
+        parse_patch(git_diff(BASE, BASE.replace("        if data is None:\n", "        if not data:\n", 1)),
+                    "p").files[0].hunks[0],
+        three_way.aligned(BASE.splitlines(True), release.splitlines(True)), BASE.splitlines(True),
+        release.splitlines(True)) == {}
+
+
+def git_diff(before: str, after: str) -> str:
+    import difflib
+    return "".join(difflib.unified_diff(before.splitlines(True), after.splitlines(True), f"a/{PATH}", f"b/{PATH}"))

@@ -396,7 +396,8 @@ class DiffTransform:
             expected = hunk.start - 1 + offset + drift  # as git apply looks first: shifted as the hunk before
             by_line: list[int] = []  # filled where the line number chose among several places
             if planned:  # where the alignment put it, in the lines as the hunks before left them
-                start, stop, replacement, new_rows = planned[n]
+                start, stop, replacement, new_rows, merged = planned[n]
+                hunk = with_merged(hunk, merged)  # checked below as the lines it edits here
                 result = (start + offset, stop + offset, replacement, new_rows)
             else:
                 result = place(hunk, lines, expected, scopes, alike[n], by_line if not anchored else None,
@@ -450,6 +451,13 @@ class DiffTransform:
             return None, f"by its hunks: the lines a change edits, or their neighbours, differ here from its " \
                          f"pre-image ({blob})"
         return planned, f"placed through the diff's pre-image ({blob})"
+
+
+def with_merged(hunk: Hunk, edited: dict[int, str]) -> Hunk:
+    """The hunk as it edits this file (three_way.placement): rows made to fit it, where a line it changes
+    was changed here too or a name it uses was renamed here."""
+    lines = tuple((kind, edited.get(row, text)) for row, (kind, text) in enumerate(hunk.lines))
+    return dataclasses.replace(hunk, lines=lines) if edited else hunk
 
 
 def check_edit(source: str, new: str, hunks: list[Hunk]) -> None:

@@ -5,9 +5,14 @@ both its neighbours sit, side by side, in the target: the context around them
 may have changed since (what a hunk-only port must refuse), the lines the diff
 edits may not. Anything else, and the hunk ladder decides as without it.
 `git merge-file` is the same idea; here the stricter rule: a change whose
-neighbour line is not where the pre-image has it is not placed this way."""
+neighbour line is not where the pre-image has it is not placed this way.
+A line the diff edits that the target changed too (in place, line for line)
+takes both edits where they touch different tokens of it (`f(a)` made
+`g(a)` by the diff, `f(a, b)` by the release: `g(a, b)`); else it is not
+placed."""
 from __future__ import annotations
 
+import re
 from difflib import SequenceMatcher
 
 from fixmono.model.patchfile import Hunk
@@ -20,16 +25,17 @@ def verified(pre: list[str], hunks: tuple[Hunk, ...]) -> bool:
 
 
 def placements(pre: list[str], target: list[str], hunks: tuple[Hunk, ...]) -> list[tuple] | None:
-    """For each hunk (in order): (start, stop, replacement, rows of added lines in it) on `target`
-    as it is before any hunk; None when one change of one hunk cannot be placed by the alignment."""
+    """For each hunk (in order): (start, stop, replacement, rows of added lines in it, merged) on
+    `target` as it is before any hunk, `edited` {row of hunk.lines: its text here} for the rows made to
+    fit the target (a line both changed, merged; a name the target renamed); None when one change of one hunk cannot be placed by the alignment."""
     here = aligned(pre, target)
     out = []
     for hunk in hunks:
-        placed = placement(hunk, here, target, len(pre))
+        placed = placement(hunk, here, pre, target)
         if placed is None:
             return None
         out.append(placed)
-    ends = [(start, stop) for start, stop, _, _ in out]
+    ends = [(start, stop) for start, stop, *_ in out]
     if any(stop > start_next for (_, stop), (start_next, _) in zip(ends, ends[1:])):
         return None  # two hunks over one line of the target
     return out
@@ -43,12 +49,15 @@ def aligned(pre: list[str], target: list[str]) -> dict[int, int]:
     return found
 
 
-def placement(hunk: Hunk, here: dict[int, int], target: list[str], pre_size: int):
+def placement(hunk: Hunk, here: dict[int, int], pre: list[str], target: list[str]):
     """The hunk's changes, each where its own lines and its neighbours are in the target, as one
-    replacement of the target's lines from its first change to its last (the target's own lines between)."""
+    replacement of the target's lines from its first change to its last (the target's own lines between).
+    Names the target renamed on the hunk's lines (`data` -> `blob`) are renamed in the lines it adds."""
+    rename = renamed_names(hunk, here, pre, target)
+    rows = [(k, renamed(t, rename) if k == "+" else t) for k, t in hunk.lines]
+    edited = {r: t for r, (k, t) in enumerate(rows) if t != hunk.lines[r][1]}  # row -> its text here
     changes = []  # (target start, target stop, added lines)
     at = hunk.start - 1 if hunk.old else hunk.start  # the pre-image line the hunk's rows walk
-    rows = list(hunk.lines)
     i = 0
     while i < len(rows):
         if rows[i][0] == " ":
@@ -58,21 +67,59 @@ def placement(hunk: Hunk, here: dict[int, int], target: list[str], pre_size: int
         while j < len(rows) and rows[j][0] != " ":
             j += 1
         removed = sum(k == "-" for k, _ in rows[i:j])
-        spot = target_span(at, removed, here, len(target), pre_size)
+        added = [t for k, t in rows[i:j] if k == "+"]
+        spot = target_span(at, removed, here, len(target), len(pre))
         if spot is None:
-            return None
-        changes.append((*spot, [t for k, t in rows[i:j] if k == "+"]))
+            spot = in_place(at, removed, here, len(target), len(pre))
+            if spot is None or removed != len(added):
+                return None
+            theirs = target[spot[0]:spot[1]]
+            added = [merge_line(pre[at + n], added[n], theirs[n]) for n in range(removed)]
+            if None in added:
+                return None
+            minus = [r for r in range(i, j) if rows[r][0] == "-"]
+            plus = [r for r in range(i, j) if rows[r][0] == "+"]
+            edited.update({minus[n]: theirs[n] for n in range(removed)})
+            edited.update({plus[n]: added[n] for n in range(removed)})
+        changes.append((*spot, added))
         at, i = at + removed, j
     if not changes:
         return None
     start, stop = changes[0][0], changes[-1][1]
     replacement, new_rows, cursor = [], [], start
-    for begin, end, added in changes:
+    for begin, end, lines in changes:
         replacement += target[cursor:begin]
-        new_rows += range(len(replacement), len(replacement) + len(added))
-        replacement += added
+        new_rows += range(len(replacement), len(replacement) + len(lines))
+        replacement += lines
         cursor = end
-    return start, stop, replacement, new_rows
+    return start, stop, replacement, new_rows, edited
+
+
+def renamed_names(hunk: Hunk, here: dict[int, int], pre: list[str], target: list[str]) -> dict[str, str]:
+    """Names the target renamed, consistently, on the hunk's old lines that it changed in place (each
+    such line the same but for names swapped one for one); a name still on any of them is not renamed."""
+    found: dict[str, set] = {}
+    seen_here: set[str] = set()
+    at = hunk.start - 1
+    for n in range(len(hunk.old)):
+        spot = None if at + n in here else in_place(at + n, 1, here, len(target), len(pre))
+        if spot is None:
+            continue
+        old, new = TOKEN.findall(pre[at + n]), TOKEN.findall(target[spot[0]])
+        seen_here |= set(new)
+        for tag, i1, i2, j1, j2 in SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
+            if tag == "replace" and i2 - i1 == j2 - j1:
+                for a, b in zip(old[i1:i2], new[j1:j2]):
+                    if NAME.fullmatch(a) and NAME.fullmatch(b):
+                        found.setdefault(a, set()).add(b)
+    return {a: b.pop() for a, b in found.items() if len(b) == 1 and a not in seen_here}
+
+
+def renamed(line: str, rename: dict[str, str]) -> str:
+    if not rename:
+        return line
+    tokens = TOKEN.findall(line)
+    return "".join(rename.get(t, t) for t in tokens) if "".join(tokens) == line else line
 
 
 def target_span(at: int, removed: int, here: dict[int, int], target_size: int, pre_size: int):
@@ -88,3 +135,44 @@ def target_span(at: int, removed: int, here: dict[int, int], target_size: int, p
     if any(here.get(at + n) != start + n for n in range(removed)):
         return None
     return (start, stop) if below_t - stop == below - (at + removed) else None
+
+
+def in_place(at: int, removed: int, here: dict[int, int], target_size: int, pre_size: int):
+    """Where pre-image lines [at, at + removed) are in the target as lines changed in place: between
+    the nearest unchanged lines above and below, as many lines in the target as in the pre-image."""
+    above = next((i for i in range(at - 1, -1, -1) if i in here), -1)
+    below = next((i for i in range(at + removed, pre_size) if i in here), pre_size)
+    above_t, below_t = here.get(above, -1), here.get(below, target_size)
+    if not removed or below_t - above_t != below - above:
+        return None
+    start = above_t + (at - above)
+    return start, start + removed
+
+
+NAME = re.compile(r"[A-Za-z_]\w*")
+TOKEN = re.compile(r"\s+|\w+|'(?:\\.|[^'\\])*'|\"(?:\\.|[^\"\\])*\"|\S")
+
+
+def merge_line(base: str, ours: str, theirs: str) -> str | None:
+    """`base` with the diff's edit (to `ours`) and the target's (to `theirs`), where they touch
+    different tokens with at least one between, or are the same edit (a token-level `git merge-file`);
+    None where they meet."""
+    if theirs == base:
+        return ours
+    b, o, t = (TOKEN.findall(line) for line in (base, ours, theirs))
+    if any(token in ("'", '"') for token in b + o + t):
+        return None  # part of a string the line does not close: its text is no code to merge
+    ours_edits, theirs_edits = edits_of(b, o), edits_of(b, t)
+    edits = sorted(ours_edits + [e for e in theirs_edits if e not in ours_edits])  # one edit both made: once
+    if any(first[1] >= second[0] for first, second in zip(edits, edits[1:])):
+        return None  # the two edits overlap or touch
+    out, cursor = [], 0
+    for start, stop, tokens in edits:
+        out += b[cursor:start] + tokens
+        cursor = stop
+    return "".join(out + b[cursor:])
+
+
+def edits_of(base: list[str], other: list[str]) -> list[tuple[int, int, list[str]]]:
+    return [(i1, i2, other[j1:j2]) for tag, i1, i2, j1, j2 in
+            SequenceMatcher(None, base, other, autojunk=False).get_opcodes() if tag != "equal"]
