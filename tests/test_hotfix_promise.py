@@ -321,3 +321,21 @@ def test_disable_with_nothing_enabled_leaves_torch_settings_alone(python):
                               "from fixmono.runtime.hotfixes import disable_hotfixes\ndisable_hotfixes()\n"
                               "print(torch.are_deterministic_algorithms_enabled())\n")
     assert done.returncode == 0 and done.stdout.split() == ["True"], done.stdout + done.stderr
+
+
+def test_a_hot_fix_that_raises_is_one_line_and_the_others_still_run(monkeypatch):
+    """In a script too: one hot-fix's exception does not stop the ones after it."""
+    import dataclasses
+
+    from fixmono.model.fix import HotFix
+    from fixmono.runtime import hotfixes
+
+    def boom():
+        raise RuntimeError("boom")
+
+    first, second = hotfixes.discover()[:2]
+    broken = dataclasses.replace(first, hotfix=HotFix(apply=boom, remove=boom))
+    fine = dataclasses.replace(second, hotfix=HotFix(apply=lambda: "on", remove=lambda: "off"))
+    monkeypatch.setattr(hotfixes, "_chosen", lambda ids: [broken, fine])
+    assert hotfixes.enable_hotfixes() == [f"{broken.id}: failed, left off: RuntimeError: boom", f"{fine.id}: on"]
+    assert hotfixes.disable_hotfixes() == [f"{fine.id}: off", f"{broken.id}: not removed: RuntimeError: boom"]
