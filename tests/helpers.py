@@ -157,3 +157,39 @@ Subject: [PATCH] Scheduler: no division by zero
 +            return step / max(1, self.warmup)
          return 1.0
 """
+
+
+# The runtime hot-fixes in a fresh venv (tests/test_diff_hotfix.py, tests/test_hotfix_holes.py)
+def unified_diff(before: str, after: str, path: str) -> str:
+    import difflib
+
+    return "".join(difflib.unified_diff(before.splitlines(True), after.splitlines(True), f"a/{path}", f"b/{path}"))
+
+
+def hotfix_venv(root: Path, transformers: dict[str, str]) -> Path:
+    """A fresh venv's python: our own `transformers` package (`transformers`: file
+    name -> text) in its site-packages, fixmono and its libraries after it (a
+    .pth), and the start-up hook the wheel installs."""
+    import ast
+    import sysconfig
+    import venv
+
+    venv.create(root / "venv", with_pip=False)
+    python = root / "venv" / "bin" / "python"
+    site = Path(subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               capture_output=True, text=True, check=True).stdout.strip())
+    (site / "transformers").mkdir()
+    for name, text in {"__init__.py": "", **transformers}.items():
+        (site / "transformers" / name).write_text(text)
+    (site / "zz-fixmono-paths.pth").write_text(f"{REPO_ROOT / 'tools'}\n{REPO_ROOT}\n{sysconfig.get_paths()['purelib']}\n")
+    setup = ast.parse((REPO_ROOT / "setup.py").read_text())
+    pth = ast.literal_eval(next(n.value for n in setup.body if isinstance(n, ast.Assign)
+                                and getattr(n.targets[0], "id", "") == "PTH"))
+    (site / "zzz-fixmono-hotfixes.pth").write_text(pth)  # the line the wheel installs
+    return python
+
+
+def run_python(python: Path, code: str, **env) -> subprocess.CompletedProcess:
+    """`python -c code` with no PYTHON* or FIXMONO_* variable of ours, and `env` added."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "FIXMONO_"))}
+    return subprocess.run([python, "-c", code], capture_output=True, text=True, env={**clean, **env}, timeout=300)

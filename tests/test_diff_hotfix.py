@@ -5,17 +5,12 @@ reproducer says reproduced without FIXMONO_HOTFIXES and not reproduced with
 the patch file named in it, the diff having been made where the lines sat
 elsewhere; a diff that changes more than function bodies is refused with one
 line and the import goes on; a method calling super() keeps its class."""
-import ast
-import os
 import subprocess
-import sys
-import sysconfig
-import venv
 from pathlib import Path
 
 import pytest
 
-from fixmono.testing import REPO_ROOT
+from tests.helpers import hotfix_venv, run_python, unified_diff
 
 INSTALLED = '''"""Our own module, shaped like a transformers one."""
 import math
@@ -119,35 +114,16 @@ class Table:
 
 
 def diff(before: str, after: str, path: str = PATH) -> str:
-    import difflib
-
-    return "".join(difflib.unified_diff(before.splitlines(True), after.splitlines(True), f"a/{path}", f"b/{path}"))
+    return unified_diff(before, after, path)
 
 
 @pytest.fixture(scope="module")
 def python(tmp_path_factory) -> Path:
-    """A fresh venv: our transformers in its own site-packages, fixmono and its
-    libraries after it (a .pth), and the wheel's start-up hook."""
-    root = tmp_path_factory.mktemp("venv")
-    venv.create(root / "venv", with_pip=False)
-    python = root / "venv" / "bin" / "python"
-    site = Path(subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                               capture_output=True, text=True, check=True).stdout.strip())
-    (site / "transformers").mkdir()
-    (site / "transformers" / "__init__.py").write_text("")
-    (site / "transformers" / "fixmono_example.py").write_text(INSTALLED)
-    (site / "transformers" / "fixmono_registry.py").write_text(REGISTRY)
-    (site / "zz-fixmono-paths.pth").write_text(f"{REPO_ROOT / 'tools'}\n{REPO_ROOT}\n{sysconfig.get_paths()['purelib']}\n")
-    setup = ast.parse((REPO_ROOT / "setup.py").read_text())
-    pth = ast.literal_eval(next(n.value for n in setup.body if isinstance(n, ast.Assign)
-                                and getattr(n.targets[0], "id", "") == "PTH"))
-    (site / "zzz-fixmono-hotfixes.pth").write_text(pth)  # the line the wheel installs
-    return python
+    return hotfix_venv(tmp_path_factory.mktemp("venv"), {"fixmono_example.py": INSTALLED,
+                                                         "fixmono_registry.py": REGISTRY})
 
 
-def run(python: Path, code: str, **env) -> subprocess.CompletedProcess:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "FIXMONO_"))}
-    return subprocess.run([python, "-c", code], capture_output=True, text=True, env={**clean, **env}, timeout=300)
+run = run_python
 
 
 def test_reproduced_without_and_not_reproduced_with_the_patch_named(python, tmp_path):

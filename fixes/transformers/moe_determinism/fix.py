@@ -47,17 +47,25 @@ CASES = (
 )
 
 
+_ENABLED = []  # the recipe turned on by this hot-fix: what remove() may turn off
+
+
 def _apply(model=None, attention_backend=None) -> str:
     if model is None:
         return "MoE determinism: needs the model: FIX.hotfix.apply(model=model)"
     from . import recipe
 
-    return "; ".join(recipe.enable(model, attention_backend))
+    lines = recipe.enable(model, attention_backend)
+    _ENABLED[:] = [True]
+    return "; ".join(lines)
 
 
 def _remove() -> str:
+    if not _ENABLED:  # never enabled: nothing to undo (no torch imported, no user setting changed)
+        return "not enabled; nothing to do"
     from . import recipe
 
+    _ENABLED.clear()
     return "; ".join(recipe.disable())
 
 

@@ -15,7 +15,7 @@ import sys
 from fixmono.model.projects import PROJECTS
 from fixmono.model.registry import discover
 from fixmono.runtime.diff_hotfix import from_patch, is_patch
-from fixmono.runtime.hotfixes import ENV_VAR, log
+from fixmono.runtime.hotfixes import ENV_VAR, applied, log
 from fixmono.sources.installed import package_name
 
 
@@ -64,43 +64,49 @@ class TriggerFinder(importlib.abc.MetaPathFinder):
 
 
 def apply(fix) -> None:
-    try:
-        message = fix.hotfix.apply()
-    except Exception as err:  # a hot-fix must never break the import it rides on
-        message = f"failed, left off: {type(err).__name__}: {err}"
-    log.warning("%s: %s: %s", ENV_VAR, fix.id, message)
+    log.warning("%s: %s: %s", ENV_VAR, fix.id, applied(fix))  # a hot-fix never breaks the import it rides on
 
 
 def chosen(value: str) -> dict[str, list]:
     """trigger module -> the fixes `value` names ("id,id" or "all") waiting
-    for it; unknown ids are logged, fixes whose trigger is already imported
-    applied now."""
+    for it; fixes whose trigger is already imported, or that have none (a
+    patch no hot-fix can carry: it says why), applied now."""
     pending: dict[str, list] = {}
     try:
-        fixes = [f for f in discover() if f.hotfix is not None and f.hotfix.trigger]
+        catalogue = {f.id: f for f in discover()}
     except Exception as err:  # the user's import must go on whatever happens here
         log.warning("%s=%s: not set up: %s: %s", ENV_VAR, value, type(err).__name__, err)
         return pending
-    ids = None if value.strip() == "all" else [i.strip() for i in value.split(",") if i.strip()]
-    known = {f.id for f in fixes}
-    for unknown in sorted(set(ids or ()) - known):
-        if not is_patch(unknown):
-            log.warning("%s: %s: no such hot-fix (known: %s; or a .patch file); ignored", ENV_VAR, unknown,
-                        ", ".join(sorted(known)))
-            continue
-        try:
-            fixes.append(from_patch(unknown))
-            ids.append(fixes[-1].id)
-        except Exception as err:  # a patch that cannot be read: said, and the user's import goes on
-            log.warning("%s: %s: not set up: %s", ENV_VAR, unknown, err)
-    for fix in fixes:
-        if ids is not None and fix.id not in ids:
-            continue
-        if fix.hotfix.trigger in sys.modules:
+    names = None if value.strip() == "all" else [i.strip() for i in value.split(",") if i.strip()]
+    for fix in named(names, catalogue):
+        if not fix.hotfix.trigger or fix.hotfix.trigger in sys.modules:
             apply(fix)
         else:
             pending.setdefault(fix.hotfix.trigger, []).append(fix)
     return pending
+
+
+def named(names: list[str] | None, catalogue: dict) -> list:
+    """The fixes with a hot-fix that `names` names (all of the catalogue's that
+    have a trigger when None); every other entry logged in one line and left out."""
+    if names is None:
+        return [f for f in catalogue.values() if f.hotfix is not None and f.hotfix.trigger]
+    fixes = []
+    for name in dict.fromkeys(names):
+        if is_patch(name):
+            try:
+                fixes.append(from_patch(name))
+            except Exception as err:  # noqa: BLE001 - a patch that cannot be read: said, and the import goes on
+                log.warning("%s: %s: not set up: %s", ENV_VAR, name, err)
+        elif name not in catalogue:
+            log.warning("%s: %s: no such hot-fix (known: %s; or a .patch file); ignored", ENV_VAR, name,
+                        ", ".join(sorted(catalogue)))
+        elif catalogue[name].hotfix is None or not catalogue[name].hotfix.trigger:
+            log.warning("%s: %s: no runtime hot-fix to turn on at start-up (apply the patch and rebuild, or call "
+                        "enable_hotfixes in the script); ignored", ENV_VAR, name)
+        else:
+            fixes.append(catalogue[name])
+    return fixes
 
 
 INSTALLED = False  # a venv's lib64 -> lib link makes site read the same .pth twice

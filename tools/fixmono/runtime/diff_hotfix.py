@@ -3,32 +3,44 @@ compiled from the ported source of the installed module (the port engine on
 the module's own file, so the installed release's text, not the diff's), in
 that module's namespace, and swapped in; a class attribute whose value the
 diff changes (`name = value` in a class body) is set to the new value,
-evaluated as its class body would. Nothing else is touched: a diff that
-changes module statements, decorators, signatures, or adds or removes a
-function or attribute is refused with one line saying so, and so is one whose module is
-not importable here. The function holding a def's body (the def, or what
-its decorator's wrapper names as __wrapped__) keeps its object and gets the
-new code, so a registry holding it or a `from m import f` made before runs
-the fix too (what a decorator cached of earlier calls, e.g. jax.jit's traces,
-is kept); a decorated def without __wrapped__ is rebound by name, and callers
-holding the old wrapper keep it, as with any monkeypatch.
+evaluated as its class body would. All or nothing: each is either applied
+whole or refused with one line saying why, and nothing is swapped then. Refused:
+a diff that changes module statements, decorators, signatures, adds or
+removes a function or attribute, or a file that is not a Python module
+changed in place; one whose module is not importable here; a function another
+enabled hot-fix has swapped (one function, one hot-fix); a function that made
+a closure still alive (`handler = make_handler()` at import: it would keep the
+old code); a method whose wrapper (a metaclass, class decorator,
+__init_subclass__ or decorator) does not say what it wraps.
+
+The function holding a def's body (the def, what its wrapper names as
+__wrapped__, or the function of that name a wrapper closes over) keeps its
+object and gets the new code, so a registry holding it, a `from m import f`
+made before, or a wrapper its class made runs the fix too (what a decorator
+cached of earlier calls, e.g. jax.jit's traces, is kept); a decorated def
+whose wrapper is reproduced by compiling it again is rebound by name, and
+callers holding the old wrapper keep it, as with any monkeypatch.
 
     enable(fix) / disable(fix)   a diff fix's HotFix (engines/imported.runtime_form makes it)
-    from_patch(path)   a patch file's diff fix with its hot-fix (FIXMONO_HOTFIXES=path.patch)
+    from_patch(path)   a patch file's diff fix with its hot-fix (FIXMONO_HOTFIXES=path.patch), known by its path
+    enabled_patches() / disable_id(id)   the patch files enabled now; one disabled by its id
 """
 from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
+import gc
 import importlib
 import inspect
+import os
 import types
+from typing import NamedTuple
 from pathlib import Path
 
-from fixmono.engines.imported import runtime_form
 from fixmono.engines.port import DiffTransform, diff_fixes
 from fixmono.model.errors import NotApplicable, TargetSyntaxError, TransformFailed, UserError
-from fixmono.model.fix import Fix
+from fixmono.model.fix import Fix, HotFix
 from fixmono.model.patchfile import read_patch
 from fixmono.model.projects import PROJECTS, installed_module
 
@@ -135,7 +147,7 @@ def compiled(new_source: str, qualname: str, module, path: str):
     exec(compile(unit, f"<fixmono hot-fix of {path}>", "exec"), vars(module), scope)  # noqa: S102
     value = scope[node.name] if owner is None else vars(scope[owner.__name__])[node.name]
     # the function holding the body (a decorator's wrapper has its own closure, made by the decorator)
-    function = body_of(value, node.name) or getattr(value, "__func__", getattr(value, "fget", value))
+    function = held_body(value, node.name) or getattr(value, "__func__", getattr(value, "fget", value))
     for name, cell in zip(getattr(function, "__code__", None) and function.__code__.co_freevars or (),
                           getattr(function, "__closure__", None) or ()):
         if name != "__class__":
@@ -151,17 +163,47 @@ def resolve(module, dotted: str):
     return target
 
 
-SWAPPED: dict[str, list[tuple]] = {}  # fix id -> how to undo each swap (swap())
+class Step(NamedTuple):
+    """One swap: `target`.__code__ = value (kind "code"), or setattr(target, attr, value) (kind "name")."""
+
+    kind: str
+    target: object
+    attr: str
+    value: object
+    where: str  # module.qualname, as the messages name it
 
 
-def enable(fix: Fix) -> str:
-    """Swap in the functions `fix`'s diff changes, ported to the installed modules."""
-    if SWAPPED.get(fix.id):
+SWAPPED: dict[str, list[Step]] = {}  # fix id or patch path -> the steps that undo its swaps, in enabling order
+
+
+def holder(where: str) -> str | None:
+    """The enabled hot-fix that has swapped `where`, if one has."""
+    return next((key for key, steps in SWAPPED.items() if any(s.where == where for s in steps)), None)
+
+
+def not_swappable(fix: Fix) -> str | None:
+    """Why `fix`'s diff cannot be a hot-fix before anything is imported: a file
+    it changes is not a Python module changed in place."""
+    for change in fix.changes:
+        transform = change.transform
+        if transform.engine != "python":
+            return f"{change.path} is not a Python module"
+        if not isinstance(transform, DiffTransform):
+            return getattr(transform, "description", f"the diff does not change {change.path} in place")
+    return None
+
+
+def enable(fix: Fix, key: str | None = None) -> str:
+    """Swap in the functions `fix`'s diff changes, ported to the installed
+    modules; known as `key` (a patch file's path) or else by the fix's id."""
+    key = key or fix.id
+    if SWAPPED.get(key):
         return "already enabled"
+    if why := not_swappable(fix):
+        return f"not enabled: {why}; a hot-fix swaps functions of Python modules changed in place (apply the " \
+               "patch and rebuild)"
     plan = []
     for change in fix.changes:
-        if not isinstance(change.transform, DiffTransform) or change.transform.engine != "python":
-            return f"not enabled: {change.path} is not a Python module changed in place"
         name = installed_module(PROJECTS[fix.upstream], change.path)
         try:
             module = importlib.import_module(name)
@@ -177,73 +219,146 @@ def enable(fix: Fix) -> str:
         if not result.changed:
             continue  # this module already has it
         try:
-            defs = functions(ast.parse(result.source))
-            for qualname in changed_functions(source, result.source):
-                owner_name, _, attr = qualname.rpartition(".")
-                owner = resolve(module, owner_name) if owner_name else module
-                value = compiled(result.source, qualname, module, change.path) if qualname in defs else \
-                    attribute_value(result.source, qualname, module, owner)
-                plan.append((owner, attr, value, f"{name}.{qualname}"))
+            plan += planned(module, name, source, result.source, change.path)
         except Refused as err:
-            return f"not enabled: {name}: {err}"
+            return f"not enabled: {name}: {err}; nothing was changed"
+        except Exception as err:  # noqa: BLE001 - e.g. a decorator that fails when run again: one line, nothing swapped
+            return f"not enabled: {name}: cannot be prepared here ({type(err).__name__}: {err}); nothing was changed"
     if not plan:
         return "the installed modules already have the diff; nothing to do"
     done = []
-    for owner, attr, value, where in plan:
+    for step in plan:
         try:
-            done.append(swap(owner, attr, value))
+            done.append(swapped(step))
         except Exception as err:  # noqa: BLE001 - e.g. an Enum refusing setattr: nothing is left half-swapped
             undo(done)
-            return f"not enabled: {where}: cannot be set here ({type(err).__name__}: {err}); nothing was changed"
-    SWAPPED[fix.id] = done
-    return f"enabled: {', '.join(where for *_, where in plan)} from the diff, ported to the installed source"
+            return f"not enabled: {step.where}: cannot be set here ({type(err).__name__}: {err}); nothing was changed"
+    SWAPPED[key] = done
+    return f"enabled: {', '.join(step.where for step in plan)} from the diff, ported to the installed source"
 
 
-def body_of(value, name: str) -> types.FunctionType | None:
-    """The function object that holds the body of the def `name`: the def itself
-    (no decorator but staticmethod or classmethod, or one such as
-    `@functools.wraps(other)` that only copies another's docs), or the function a
-    decorator's wrapper names as its __wrapped__ (functools.wraps closures,
-    jax.jit): told apart by the name the code was compiled under."""
-    value = getattr(value, "__func__", value) if isinstance(value, (staticmethod, classmethod)) else value
-    if isinstance(value, types.FunctionType) and value.__code__.co_name == name:
-        return value
-    wrapped = getattr(value, "__wrapped__", None)
-    return wrapped if isinstance(wrapped, types.FunctionType) and wrapped.__code__.co_name == name else None
+def planned(module, name: str, source: str, new_source: str, path: str) -> list[Step]:
+    """The steps that put `new_source`'s changed functions and class attributes
+    in place in `module`; Refused where one cannot be swapped whole."""
+    steps = []
+    defs = functions(ast.parse(new_source))
+    for qualname in changed_functions(source, new_source):
+        where = f"{name}.{qualname}"
+        if (other := holder(where)) is not None:
+            raise Refused(f"{qualname} is changed already by hot-fix {other}; one function takes one hot-fix at a "
+                          "time (disable that one first, or make one patch of both)")
+        owner_name, _, attr = qualname.rpartition(".")
+        owner = resolve(module, owner_name) if owner_name else module
+        if qualname in defs:
+            steps.append(def_step(owner, attr, compiled(new_source, qualname, module, path), where))
+        else:
+            steps.append(Step("name", owner, attr, attribute_value(new_source, qualname, module, owner), where))
+    return steps
 
 
-def swap(owner, attr: str, value) -> tuple:
-    """Put `value` in place of owner.attr; returns how to undo it. The function
-    holding the body keeps its object and gets the new code, so every
-    reference to it or to its decorator's wrapper runs the fix (a registry
-    that holds it, `from m import f` done before); other decorated defs are
-    rebound by name only."""
+def held_body(value, name: str) -> types.FunctionType | None:
+    """The function compiled from the def `name` inside what a module or class
+    holds: the value itself, what a staticmethod or classmethod holds, what a
+    wrapper names as __wrapped__, or a function a wrapper closes over (a
+    metaclass or class decorator may wrap methods without saying what it
+    wraps). Told apart by the name the code was compiled under."""
+    todo, seen = [value], set()
+    while todo and len(seen) < 64:
+        item = todo.pop(0)
+        if item is None or id(item) in seen:
+            continue
+        seen.add(id(item))
+        if isinstance(item, types.FunctionType) and item.__code__.co_name == name:
+            return item
+        if isinstance(item, (staticmethod, classmethod)):
+            todo.append(item.__func__)
+        todo.append(getattr(item, "__wrapped__", None))
+        if isinstance(item, types.FunctionType):
+            todo += [cell.cell_contents for cell in item.__closure__ or () if cell_filled(cell)]
+    return None
+
+
+def cell_filled(cell) -> bool:
+    try:
+        cell.cell_contents
+    except ValueError:  # a cell not set yet
+        return False
+    return True
+
+
+def def_step(owner, attr: str, value, where: str) -> Step:
+    """How to put the new def `value` in place of owner.attr. The function
+    holding the body keeps its object and gets the new code, so every holder
+    of it or of its wrapper (a registry, `from m import f`, a metaclass's
+    wrapper) runs the fix. Rebound by name only where nothing wraps it beyond
+    what compiling the def again gives; refused where that would lose a wrapper."""
     installed = vars(owner)[attr]
-    old, new = body_of(installed, attr), body_of(value, attr)
-    if old is not None and new is not None and old is not new and \
-            old.__code__.co_freevars == new.__code__.co_freevars and type(installed) is type(value):
-        code = old.__code__
-        old.__code__ = new.__code__
-        return ("code", old, code)
-    setattr(owner, attr, value)
-    return ("name", owner, attr, installed)
+    old, new = held_body(installed, attr), held_body(value, attr)
+    if old is not None:
+        refuse_closures_alive(old, where)
+    if old is not None and new is not None and old.__code__.co_freevars == new.__code__.co_freevars:
+        return Step("code", old, "__code__", new.__code__, where)
+    if old is installed or (old is None and new is None and type(installed) is type(value)):
+        return Step("name", owner, attr, value, where)
+    if old is None:
+        raise Refused(f"{where} is held in a wrapper (its class's metaclass, a class decorator, __init_subclass__ "
+                      "or a decorator) that does not name the function it wraps; swapping it by name would lose "
+                      "the wrapper")
+    raise Refused(f"{where}: the new body reads other enclosing names than the one in its wrapper; it cannot be "
+                  "swapped into the wrapper")
 
 
-def disable(fix: Fix) -> str:
-    swapped = SWAPPED.pop(fix.id, None)
-    if not swapped:
+def refuse_closures_alive(function: types.FunctionType, where: str) -> None:
+    """Refused where a function that `function` made (a nested def or lambda)
+    is alive: it keeps the old code and the values it closed over, whatever is swapped."""
+    nested = {id(c) for c in nested_codes(function.__code__)}
+    if not nested:
+        return
+    alive = next((f for f in gc.get_objects() if isinstance(f, types.FunctionType) and id(f.__code__) in nested), None)
+    if alive is not None:
+        raise Refused(f"{where} made {alive.__qualname__}, which is alive (a closure made at import is not reached: "
+                      "it keeps the old code)")
+
+
+def nested_codes(code: types.CodeType) -> list[types.CodeType]:
+    inner = [c for c in code.co_consts if isinstance(c, types.CodeType)]
+    return inner + [n for c in inner for n in nested_codes(c)]
+
+
+def swapped(step: Step) -> Step:
+    """Make `step`; returns the step that undoes it."""
+    old = step.target.__code__ if step.kind == "code" else vars(step.target)[step.attr]
+    setattr(step.target, step.attr, step.value)
+    return step._replace(value=old)
+
+
+def undo(steps: list[Step]) -> None:
+    """Undo the steps swapped() made, last first."""
+    for step in reversed(steps):
+        swapped(step)
+
+
+def disable(fix: Fix, key: str | None = None) -> str:
+    return disable_id(key or fix.id)
+
+
+def disable_id(key: str) -> str:
+    steps = SWAPPED.pop(key, None)
+    if not steps:
         return "not enabled; nothing to do"
-    undo(swapped)
+    undo(steps)
     return "disabled: the installed functions are back"
 
 
-def undo(swapped: list[tuple]) -> None:
-    """Put back what swap() changed, last first."""
-    for step in reversed(swapped):
-        if step[0] == "code":
-            step[1].__code__ = step[2]
-        else:
-            setattr(*step[1:])
+def enabled_patches() -> list[str]:
+    """The patch files enabled now (patch_key), in the order they were enabled."""
+    return [key for key in SWAPPED if is_patch(key)]
+
+
+def patch_key(path: str) -> str:
+    """A patch file's hot-fix is known by its absolute path, not its fix id
+    (made from its subject): two patches with one subject are two hot-fixes."""
+    return os.path.abspath(path)
 
 
 def from_patch(path: str) -> Fix:
@@ -252,7 +367,11 @@ def from_patch(path: str) -> Fix:
         (fix,) = diff_fixes([read_patch(Path(path))])
     except UserError as err:
         raise ValueError(str(err)) from None
-    return dataclasses.replace(fix, hotfix=runtime_form(fix))
+    key = patch_key(path)
+    # no trigger where a file is not a Python module changed in place: enable() says why at once, importing nothing
+    trigger = "" if not_swappable(fix) else installed_module(PROJECTS[fix.upstream], fix.changes[0].path)
+    return dataclasses.replace(fix, hotfix=HotFix(apply=functools.partial(enable, fix, key),
+                                                  remove=functools.partial(disable, fix, key), trigger=trigger))
 
 
 def is_patch(name: str) -> bool:

@@ -15,7 +15,7 @@ import os
 
 from fixmono.model.fix import Fix
 from fixmono.model.registry import discover
-from fixmono.runtime.diff_hotfix import from_patch, is_patch
+from fixmono.runtime.diff_hotfix import disable_id, enabled_patches, from_patch, is_patch, patch_key
 
 log = logging.getLogger("fixmono")
 ENV_VAR = "FIXMONO_HOTFIXES"
@@ -43,6 +43,21 @@ def _accepted(func, kwargs: dict) -> dict:
     return {k: v for k, v in kwargs.items() if k in params}
 
 
+def applied(fix: Fix, **kwargs) -> str:
+    """What `fix`'s hot-fix said it did, or why it failed: one hot-fix never stops the others or the program."""
+    try:
+        return fix.hotfix.apply(**_accepted(fix.hotfix.apply, kwargs))
+    except Exception as err:  # noqa: BLE001 - said in one line; the hot-fix keeps nothing half-done (its contract)
+        return f"failed, left off: {type(err).__name__}: {err}"
+
+
+def removed(fix: Fix) -> str:
+    try:
+        return fix.hotfix.remove()
+    except Exception as err:  # noqa: BLE001 - said in one line; the other hot-fixes are still removed
+        return f"not removed: {type(err).__name__}: {err}"
+
+
 def enable_hotfixes(ids=None, **kwargs) -> list[str]:
     """Apply the runtime hot-fix of each chosen fix (all when ids is None), in
     series order; returns one message per fix, saying what it changed."""
@@ -51,13 +66,19 @@ def enable_hotfixes(ids=None, **kwargs) -> list[str]:
         if fix.hotfix is None:
             messages.append(f"{fix.id}: no runtime hot-fix (apply the patch and rebuild); skipped")
         else:
-            messages.append(f"{fix.id}: {fix.hotfix.apply(**_accepted(fix.hotfix.apply, kwargs))}")
+            messages.append(f"{fix.id}: {applied(fix, **kwargs)}")
     return messages
 
 
 def disable_hotfixes(ids=None) -> list[str]:
-    """Remove the chosen hot-fixes (all when ids is None), in reverse order."""
-    return [f"{fix.id}: {fix.hotfix.remove()}" for fix in reversed(_chosen(ids)) if fix.hotfix]
+    """Remove the chosen hot-fixes (all, the patch files enabled too, when ids
+    is None), in reverse order. A patch file is not read again: its hot-fix is
+    known by its path."""
+    ids = None if ids is None else [ids] if isinstance(ids, str) else [str(i) for i in ids]
+    patches = enabled_patches() if ids is None else [patch_key(i) for i in ids if is_patch(i)]
+    catalogue = _chosen(None if ids is None else [i for i in ids if not is_patch(i)])
+    return [f"{p}: {disable_id(p)}" for p in reversed(patches)] + \
+        [f"{fix.id}: {removed(fix)}" for fix in reversed(catalogue) if fix.hotfix]
 
 
 def enable_from_env(environ=None) -> list[str]:
