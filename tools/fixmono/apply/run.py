@@ -31,7 +31,7 @@ def run(source: Source, fixes: list[Fix], validate: bool = False, progress=lambd
         progress(fix.id)
         start = time.monotonic()
         try:
-            outcome = apply_fix(fix, read, source.missing_file_hint)
+            outcome = apply_fix(fix, read, source.missing_file_hint, source.whole_tree)
         except Unreadable as err:
             outcome = FixOutcome(fix, Status.FAILED, str(err))
         if fix.reverts and source.history:
