@@ -38,6 +38,9 @@ scratch folder: `git apply`, `git apply -C1`, `patch -p1 --fuzz=3`.
    and pyflakes (when importable) reports no undefined name the file did not
    have; else `broken`. Attempts where every removed line of the diff is in
    the file (stripped) are counted apart: there the code is there to change.
+   A clean text is also `usable` when what its added lines import, read on
+   `self`/`cls` and pass as keywords is in that release's tree (the files at
+   the tag, read from git; engines/uses.py, as make_patch checks its result).
 3. Speed: the engine alone, parsing and porting every diff of setting 1.
 4. --cli N: N release-branch pairs, evenly spread, also through the real
    command (`python -m fixmono make-patch --diff main.patch --upstream
@@ -68,6 +71,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from fixmono.engines.port import DiffTransform, norm  # noqa: E402
+from fixmono.engines.uses import unresolved_uses  # noqa: E402
 from fixmono.model.errors import NotApplicable, TargetSyntaxError, TransformFailed, UserError  # noqa: E402
 from fixmono.model.patchfile import parse_patch  # noqa: E402
 from fixmono.sources.git import clean_env, run_git  # noqa: E402
@@ -361,6 +365,21 @@ def check(result: Result, files: dict[str, str], wanted: dict[str, list]) -> str
     return None
 
 
+def unusable(gitdir: str, rev: str, files: dict[str, str], texts: dict[str, str]) -> str | None:
+    """What a tool's text uses that the tree at `rev` lacks (None: every use is there), its
+    changed files read as the tool wrote them."""
+    def read(path: str) -> bytes | None:
+        if path in texts:
+            return texts[path].encode()
+        proc = run_git(None, "--git-dir", gitdir, "show", f"{rev}:{path}", env=GIT_ENV, binary=True)
+        return None if proc.returncode else proc.stdout
+
+    for path, text in texts.items():
+        if text != files[path] and (problems := unresolved_uses(path, files[path], text, read, whole_tree=True)):
+            return f"{path}: {problems[0]}"
+    return None
+
+
 def short_diff(a: dict[str, str], b: dict[str, str], limit: int = 30) -> str:
     lines = []
     for path in a:
@@ -451,6 +470,10 @@ def older_rows(gitdir: str, pair: Pair, patch: str, wanted: dict, verbose: bool)
             why = check(result, files, wanted) if result.status == "applied" else None
             row[tool] = "broken" if why else "clean" if result.status == "applied" else result.status
             row[f"{tool} why"] = why or result.message
+            row[f"{tool} unusable"] = unusable(gitdir, tag, files, result.texts) if row[tool] == "clean" else None
+            if verbose and row[f"{tool} unusable"]:
+                print(f"\n#### {pair.repo} {pair.main[:10]} @ {tag}: {tool} clean, not usable: "
+                      f"{row[f'{tool} unusable']}")
             if verbose and tool == ENGINE and why:
                 print(f"\n#### {pair.repo} {pair.main[:10]} @ {tag} ({', '.join(pair.paths)}): engine broken: {why}\n"
                       f"{short_diff(files, result.texts)}")
@@ -543,12 +566,14 @@ def older_table(rows: list[dict], title: str) -> str:
     n = len(tried)
     out = [f"#### {title}: older releases, {n} attempts ({len(rows) - n} with a file missing, not tried; "
            f"{len(present)} with every removed line there)\n",
-           "| tool | clean | broken (parse/scope/pyflakes) | no: not-applicable | no: failed | no: already-applied "
-           "| clean where every removed line is there |",
-           "|---|---|---|---|---|---|---|"]
+           "| tool | clean | usable (clean, its uses in the release) | broken (parse/scope/pyflakes) "
+           "| no: not-applicable | no: failed | no: already-applied | clean where every removed line is there |",
+           "|---|---|---|---|---|---|---|---|"]
     for tool in ALL:
         c = Counter(r[tool] for r in tried)
-        out.append(f"| {tool} | {c['clean']}/{n} ({100 * c['clean'] / max(n, 1):.0f}%) | {c['broken']} | "
+        usable = sum(r[tool] == "clean" and not r.get(f"{tool} unusable") for r in tried)
+        out.append(f"| {tool} | {c['clean']}/{n} ({100 * c['clean'] / max(n, 1):.0f}%) | {usable}/{c['clean']} | "
+                   f"{c['broken']} | "
                    f"{c['not-applicable']} | {c['failed']} | {c['already-applied']} | "
                    f"{sum(r[tool] == 'clean' for r in present)}/{len(present)} |")
     return "\n".join(out) + "\n"
