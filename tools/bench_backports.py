@@ -40,7 +40,8 @@ scratch folder: `git apply`, `git apply -C1`, `patch -p1 --fuzz=3`.
    the file (stripped) are counted apart: there the code is there to change.
    A clean text is also `usable` when what its added lines import, read on
    `self`/`cls` and pass as keywords is in that release's tree (the files at
-   the tag, read from git; engines/uses.py, as make_patch checks its result).
+   the tag, read from git; engines/uses.py). The engine's own text gets that
+   check in both settings, as make_patch's does: a certain miss is `failed`.
 3. Speed: the engine alone, parsing and porting every diff of setting 1.
 4. --cli N: N release-branch pairs, evenly spread, also through the real
    command (`python -m fixmono make-patch --diff main.patch --upstream
@@ -230,8 +231,10 @@ class Result:
     message: str = ""
 
 
-def engine(patch: str, files: dict[str, str]) -> Result:
-    """The port engine on every file of the diff (one not-applicable file and one applied: failed)."""
+def engine(patch: str, files: dict[str, str], read=None) -> Result:
+    """The port engine on every file of the diff (one not-applicable file and one applied: failed);
+    with `read` (the target tree's files), its result must use only what that tree has, as
+    make_patch checks it (apply/contract.check_uses)."""
     try:
         parsed = parse_patch(patch, "main.patch")
     except UserError as err:
@@ -254,6 +257,8 @@ def engine(patch: str, files: dict[str, str]) -> Result:
         return Result("failed", message="half the diff applies: " + "; ".join(messages))
     if "applied" not in statuses:
         return Result("already-applied")
+    if read is not None and (why := unusable(read, files, out)):
+        return Result("failed", message=why)
     return Result("applied", {**files, **out})
 
 
@@ -269,8 +274,8 @@ def text_tool(command: list[str], patch: str, files: dict[str, str]) -> Result:
         return Result("applied", {path: (Path(tmp) / path).read_text() for path in files})
 
 
-def port_all(patch: str, files: dict[str, str]) -> dict[str, Result]:
-    return {ENGINE: engine(patch, files), **{t: text_tool(c, patch, files) for t, c in TOOLS.items()}}
+def port_all(patch: str, files: dict[str, str], read) -> dict[str, Result]:
+    return {ENGINE: engine(patch, files, read), **{t: text_tool(c, patch, files) for t, c in TOOLS.items()}}
 
 
 # --- checks --------------------------------------------------------------------------------------
@@ -365,17 +370,22 @@ def check(result: Result, files: dict[str, str], wanted: dict[str, list]) -> str
     return None
 
 
-def unusable(gitdir: str, rev: str, files: dict[str, str], texts: dict[str, str]) -> str | None:
-    """What a tool's text uses that the tree at `rev` lacks (None: every use is there), its
-    changed files read as the tool wrote them."""
+def tree_at(gitdir: str, rev: str):
+    """read(path) of the files at `rev` (bytes, None where absent), for the uses check."""
     def read(path: str) -> bytes | None:
-        if path in texts:
-            return texts[path].encode()
         proc = run_git(None, "--git-dir", gitdir, "show", f"{rev}:{path}", env=GIT_ENV, binary=True)
         return None if proc.returncode else proc.stdout
+    return read
+
+
+def unusable(read, files: dict[str, str], texts: dict[str, str]) -> str | None:
+    """What a tool's text uses that the tree `read` reads lacks (None: every use is there), its
+    changed files read as the tool wrote them."""
+    def tree(path: str) -> bytes | None:
+        return texts[path].encode() if path in texts else read(path)
 
     for path, text in texts.items():
-        if text != files[path] and (problems := unresolved_uses(path, files[path], text, read, whole_tree=True)):
+        if text != files[path] and (problems := unresolved_uses(path, files[path], text, tree, whole_tree=True)):
             return f"{path}: {problems[0]}"
     return None
 
@@ -427,7 +437,7 @@ def release_branch_rows(gitdir: str, pair: Pair, patch: str, wanted: dict, verbo
     """Setting 1: the main diff onto the backport's parent, against the backport."""
     files = {p: show(gitdir, pair.parent, p) for p in pair.paths}
     truth = {p: show(gitdir, pair.pick, p) for p in pair.paths}
-    results = port_all(patch, files)
+    results = port_all(patch, files, tree_at(gitdir, pair.parent))
     row = {"setting": "release", **dataclasses.asdict(pair), "target": pair.parent}
     for tool, result in results.items():
         if result.status != "applied":
@@ -466,11 +476,12 @@ def older_rows(gitdir: str, pair: Pair, patch: str, wanted: dict, verbose: bool)
             continue
         row["removed lines present"] = all(removed[p] <= {line.strip() for line in files[p].splitlines()}
                                            for p in removed)
-        for tool, result in port_all(patch, files).items():
+        read = tree_at(gitdir, tag)
+        for tool, result in port_all(patch, files, read).items():
             why = check(result, files, wanted) if result.status == "applied" else None
             row[tool] = "broken" if why else "clean" if result.status == "applied" else result.status
             row[f"{tool} why"] = why or result.message
-            row[f"{tool} unusable"] = unusable(gitdir, tag, files, result.texts) if row[tool] == "clean" else None
+            row[f"{tool} unusable"] = unusable(read, files, result.texts) if row[tool] == "clean" else None
             if verbose and row[f"{tool} unusable"]:
                 print(f"\n#### {pair.repo} {pair.main[:10]} @ {tag}: {tool} clean, not usable: "
                       f"{row[f'{tool} unusable']}")
@@ -485,7 +496,7 @@ def through_cli(gitdir: str, pair: Pair, patch: str) -> str | None:
     """The pair's main diff through the real command onto a checkout of the backport's
     parent: None where it agrees with the in-process engine, else what differs."""
     files = {p: show(gitdir, pair.parent, p) for p in pair.paths}
-    mine = engine(patch, files)
+    mine = engine(patch, files, tree_at(gitdir, pair.parent))
     plain = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     local = clean_env(GIT_ALLOW_PROTOCOL="file")  # the one git layer's environment; a local clone: file transport
     with tempfile.TemporaryDirectory() as tmp:
