@@ -108,6 +108,8 @@ FAILED = [  # (a line of the module, what the change puts there, what it says)
      "the change passes `device=` to `Cache` (line 13), which does not take it in this release"),
     (OUT, "        out = Options(beams=2, temperature=0.5)\n" + OUT,
      "the change passes `temperature=` to `Options` (line 13), which does not take it in this release"),
+    ("class Lazy:\n", "@Options(beams=1, top_p=0.9)\nclass Lazy:\n",
+     "the change passes `top_p=` to `Options` (line 16), which does not take it in this release"),
     (OUT, "        out = self.next_token(ids, cache=None)\n" + OUT,
      "the change passes `cache=` to `self.next_token` (line 13), which does not take it in this release"),
 ]

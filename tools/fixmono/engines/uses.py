@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import functools
 import posixpath
 from typing import Callable
 
@@ -44,12 +45,13 @@ def unresolved_uses(path: str, old_text: str, new_text: str, read: Read, whole_t
     if not rows:
         return []
     tree = Tree(read, whole_tree, {path: new})
-    had = {key for key, _, _ in uses(Module(tree, path, old))}
-    problems = []
-    for key, line, judge in uses(Module(tree, path, new)):
-        if line in rows and key not in had and (problem := judge()):
-            problems.append(problem.replace("(line)", f"(line {line})"))
-    return list(dict.fromkeys(problems))
+    found = [(key, line, problem) for key, line, judge in uses(tree.indexed(path), rows)
+             if line in rows and (problem := judge())]
+    if not found:
+        return []
+    had = {key for key, _, _ in uses(Module(tree, path, old))}  # read only where needed: a big file costs
+    return list(dict.fromkeys(problem.replace("(line)", f"(line {line})")
+                              for key, line, problem in found if key not in had))
 
 
 def added_rows(old_text: str, new_text: str) -> set[int]:
@@ -73,6 +75,13 @@ class Tree:
 
     def __init__(self, read: Read, whole_tree: bool, parsed: dict[str, ast.Module]):
         self.read, self.whole_tree, self.parsed = read, whole_tree, dict(parsed)
+        self.modules: dict[str, Module] = {}
+
+    def indexed(self, path: str) -> "Module":
+        """The Module of a file `module(path)` reads (indexed once)."""
+        if path not in self.modules:
+            self.modules[path] = Module(self, path, self.module(path))
+        return self.modules[path]
 
     def module(self, path: str) -> ast.Module | None:
         """The parsed file, or None where it is not there or cannot be read or parsed."""
@@ -121,18 +130,25 @@ class Module:
     def __init__(self, tree: Tree, path: str, node: ast.Module):
         self.tree, self.path, self.node = tree, path, node
         self.binds: dict[str, list[ast.AST]] = {}
-        self.stored = {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute) and not isinstance(n.ctx, ast.Load)}
-        self.strings = {n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
-        self.dynamic = False  # names made at run time: a module __getattr__, a star import, globals(), sys.modules
         self._index(node.body)
-        for n in ast.walk(node):
-            if isinstance(n, ast.Global):
-                self.binds.update({name: self.binds.get(name, []) + [n] for name in n.names})
-            elif isinstance(n, ast.Name) and n.id == "globals" or isinstance(n, ast.Attribute) and n.attr == "modules" \
-                    or isinstance(n, ast.ImportFrom) and any(a.name == "*" for a in n.names):
-                self.dynamic = True
-        if "__getattr__" in self.binds:
-            self.dynamic = True
+
+    @functools.cached_property
+    def stored(self) -> set[str]:
+        """Attributes assigned anywhere here (`x.attr = ...`): attr may be on any class of the module."""
+        return {n.attr for n in ast.walk(self.node) if isinstance(n, ast.Attribute) and not isinstance(n.ctx, ast.Load)}
+
+    @functools.cached_property
+    def strings(self) -> set[str]:
+        """Strings anywhere here: a name given as a string (setattr, hasattr, register_buffer)."""
+        return {n.value for n in ast.walk(self.node) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+
+    @functools.cached_property
+    def dynamic(self) -> bool:
+        """Names made at run time: a module __getattr__, a star import, globals(), sys.modules, `global`."""
+        return "__getattr__" in self.binds or any(
+            isinstance(n, ast.Name) and n.id == "globals" or isinstance(n, ast.Attribute) and n.attr == "modules"
+            or isinstance(n, ast.ImportFrom) and any(a.name == "*" for a in n.names) or isinstance(n, ast.Global)
+            for n in ast.walk(self.node))
 
     def _index(self, body: list[ast.stmt]) -> None:
         """The names the statements bind, into if/try/with/for bodies, not into defs and classes."""
@@ -178,8 +194,7 @@ class Module:
             base = self.module_base(node.module, node.level)
             target = self.tree.find(base) if base else UNKNOWN
             if isinstance(target, str):
-                other = Module(self.tree, target, self.tree.module(target))
-                return other.lookup(alias.name, depth + 1)
+                return self.tree.indexed(target).lookup(alias.name, depth + 1)
         if isinstance(node, ast.Import):  # import pkg.mod as m
             alias = next((a for a in node.names if a.asname == name), None)
             if alias and (base := self.module_base(alias.name, 0)):
@@ -187,7 +202,7 @@ class Module:
         return UNKNOWN
 
     def module_at(self, target) -> "Module | None":
-        return Module(self.tree, target, self.tree.module(target)) if isinstance(target, str) else None
+        return self.tree.indexed(target) if isinstance(target, str) else None
 
     # --- the uses -------------------------------------------------------------------------------
 
@@ -232,20 +247,34 @@ class Module:
         return UNKNOWN
 
 
-def uses(module: Module):
-    """(key, line, judge) for each use: `judge()` says what is missing (with
-    "(line)" where the line goes), or None. Keys compare a use across two
-    versions of the file."""
-    yield from import_uses(module)
-    for cls in (n for n in ast.walk(module.node) if isinstance(n, ast.ClassDef)):
+def uses(module: Module, rows: set[int] | None = None):
+    """(key, line, judge) for each use (in a def or class holding one of `rows`,
+    where given): `judge()` says what is missing (with "(line)" where the line
+    goes), or None. Keys compare a use across two versions of the file."""
+    def near(node: ast.AST) -> bool:
+        start = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", ()))])  # decorators above
+        return rows is None or any(start <= row <= node.end_lineno for row in rows)
+
+    nodes = list(walk_near(module.node, near))
+    yield from import_uses(module, nodes)
+    for cls in (n for n in nodes if isinstance(n, ast.ClassDef)):
         for method in cls.body:
-            if isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)) and near(method):
                 yield from method_uses(module, cls, method)
-    yield from keyword_uses(module)
+    yield from keyword_uses(module, near)
 
 
-def import_uses(module: Module):
-    for node in ast.walk(module.node):
+def walk_near(node: ast.AST, near):
+    """ast.walk, into the statements `near` keeps only."""
+    todo = [node]
+    while todo:
+        node = todo.pop()
+        yield node
+        todo.extend(child for child in ast.iter_child_nodes(node) if not isinstance(child, ast.stmt) or near(child))
+
+
+def import_uses(module: Module, nodes: list[ast.AST]):
+    for node in nodes:
         if isinstance(node, ast.ImportFrom) and node.module != "__future__":
             base = module.module_base(node.module, node.level)
             shown = "." * node.level + (node.module or "")
@@ -311,11 +340,15 @@ def never_set(module: Module, cls: ast.ClassDef, attr: str, me: str) -> str | No
     return f"the change reads `{me}.{attr}` (line), which `{cls.name}` never sets in this release"
 
 
-def keyword_uses(module: Module):
+def keyword_uses(module: Module, near=lambda node: True):
     """`f(k=...)` calls whose callee this module resolves by name (its own def or
     class, one imported from the target's package, a method of `self`'s class)."""
     def visit(node: ast.AST, locals_: set[str], cls: ast.ClassDef | None, me: str | None) -> None:
+        if isinstance(node, (ast.ClassDef, *FUNCTIONS)) and not near(node):
+            return
         if isinstance(node, ast.ClassDef):
+            for part in [*node.decorator_list, *node.bases, *node.keywords]:
+                visit(part, locals_, cls, me)
             for part in node.body:  # a method sees its class as `self`; the class body sees its own names
                 first = isinstance(part, FUNCTIONS) and [*part.args.posonlyargs, *part.args.args]
                 visit(part, locals_ | (set() if first is not False else set(scope_names(node))), node,
