@@ -145,6 +145,8 @@ def test_dynamic_classes_and_modules_are_not_judged():
     assert uses(after("    def value(self):\n        return 1\n\n\nclass Registered",
                       "    def value(self):\n        return self.anything\n\n\nclass Registered")) == []  # __getattr__
     assert uses(TREE[PATH] + "        first = self.slot\n") == []  # setattr
+    mixin = "\n\nclass StreamingMixin:\n    def stream(self):\n        return self.tokenizer\n"
+    assert uses(TREE[PATH] + mixin) == []  # no __init__: the class it is mixed into may set it
     reexported = "from . import Cache, Beam, run_loop\n"  # Cache bound, Beam in __all__, run_loop by star import
     assert uses(reexported + TREE[PATH]) == []
     missing = {**TREE, "src/gen/__init__.py": "from .cache import Cache\n"}

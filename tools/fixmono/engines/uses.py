@@ -337,6 +337,8 @@ def never_set(module: Module, cls: ast.ClassDef, attr: str, me: str) -> str | No
     names = module.class_attrs(cls)
     if names is UNKNOWN or attr in names:
         return None
+    if "__init__" not in names and not any(name_of(d) == "dataclass" for d in cls.decorator_list):
+        return None  # a mixin: its instances are made by the classes it is mixed into, which may set it
     return f"the change reads `{me}.{attr}` (line), which `{cls.name}` never sets in this release"
 
 
