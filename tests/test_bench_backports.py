@@ -4,6 +4,7 @@ on the release branch and on two older releases (one where the context drifted,
 one where the function does not exist yet)."""
 from __future__ import annotations
 
+import difflib
 import json
 import subprocess
 import sys
@@ -164,3 +165,23 @@ def test_cli_sample_agrees_with_the_in_process_engine(upstream, capsys):
     assert bench.main([upstream["gitdir"], "--no-older", "--cli", "2"]) == 0
     assert "CLI: 2 release-branch pair(s) through `python -m fixmono make-patch --diff`: 2 agree" \
         in capsys.readouterr().out
+
+
+def test_usable_column_and_the_engine_checks_uses():
+    """A clean text that reads `self.momentum`, which this release's Trainer never sets: clean, not
+    usable; the engine given the tree refuses it as make_patch does."""
+    tree = {"pkg/__init__.py": "", "pkg/trainer.py": V1_2}
+    read = lambda path: tree[path].encode() if path in tree else None  # noqa: E731
+    uses_momentum = V1_2.replace("return round(value * self.factor)", "return round(value * self.momentum)")
+    files = {"pkg/trainer.py": V1_2}
+    assert bench.unusable(read, files, {"pkg/trainer.py": FIXED}) is None
+    assert bench.unusable(read, files, {"pkg/trainer.py": uses_momentum}) == (
+        "pkg/trainer.py: the change reads `self.momentum` (line 19), which `Trainer` never sets in this release")
+    patch = "".join(difflib.unified_diff(V1_2.splitlines(True), uses_momentum.splitlines(True),
+                                         "a/pkg/trainer.py", "b/pkg/trainer.py"))
+    assert bench.engine(patch, files).status == "applied"
+    assert bench.engine(patch, files, read).status == "failed"
+    rows = [{"repo": "r", "removed lines present": True, **{t: "clean" for t in bench.ALL},
+             **{f"{t} unusable": None for t in bench.ALL}}, {"repo": "r", "removed lines present": True,
+             **{t: "clean" for t in bench.ALL}, **{f"{t} unusable": "reads self.momentum" for t in bench.ALL}}]
+    assert "| git apply | 2/2 (100%) | 1/2 | 0 |" in bench.older_table(rows, "r")

@@ -38,6 +38,10 @@ scratch folder: `git apply`, `git apply -C1`, `patch -p1 --fuzz=3`.
    and pyflakes (when importable) reports no undefined name the file did not
    have; else `broken`. Attempts where every removed line of the diff is in
    the file (stripped) are counted apart: there the code is there to change.
+   A clean text is also `usable` when what its added lines import, read on
+   `self`/`cls` and pass as keywords is in that release's tree (the files at
+   the tag, read from git; engines/uses.py). The engine's own text gets that
+   check in both settings, as make_patch's does: a certain miss is `failed`.
 3. Speed: the engine alone, parsing and porting every diff of setting 1.
 4. --cli N: N release-branch pairs, evenly spread, also through the real
    command (`python -m fixmono make-patch --diff main.patch --upstream
@@ -68,6 +72,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from fixmono.engines.port import DiffTransform, norm  # noqa: E402
+from fixmono.engines.uses import unresolved_uses  # noqa: E402
 from fixmono.model.errors import NotApplicable, TargetSyntaxError, TransformFailed, UserError  # noqa: E402
 from fixmono.model.patchfile import parse_patch  # noqa: E402
 from fixmono.sources.git import clean_env, run_git  # noqa: E402
@@ -227,9 +232,11 @@ class Result:
     message: str = ""
 
 
-def engine(patch: str, files: dict[str, str], pre_images: dict[str, str | None] | None = None) -> Result:
+def engine(patch: str, files: dict[str, str], read=None, pre_images: dict[str, str | None] | None = None) -> Result:
     """The port engine on every file of the diff (one not-applicable file and one applied: failed);
-    `pre_images`: the files the diff was made on (engines/three_way.py), where known."""
+    with `read` (the target tree's files), its result must use only what that tree has, as
+    make_patch checks it (apply/contract.check_uses); `pre_images`: the files the diff was made on
+    (engines/three_way.py), where known."""
     try:
         parsed = parse_patch(patch, "main.patch")
     except UserError as err:
@@ -252,6 +259,8 @@ def engine(patch: str, files: dict[str, str], pre_images: dict[str, str | None] 
         return Result("failed", message="half the diff applies: " + "; ".join(messages))
     if "applied" not in statuses:
         return Result("already-applied")
+    if read is not None and (why := unusable(read, files, out)):
+        return Result("failed", message=why)
     return Result("applied", {**files, **out})
 
 
@@ -267,8 +276,8 @@ def text_tool(command: list[str], patch: str, files: dict[str, str]) -> Result:
         return Result("applied", {path: (Path(tmp) / path).read_text() for path in files})
 
 
-def port_all(patch: str, files: dict[str, str], pre_images: dict[str, str | None]) -> dict[str, Result]:
-    return {ENGINE: engine(patch, files), ENGINE_PRE: engine(patch, files, pre_images),
+def port_all(patch: str, files: dict[str, str], read, pre_images: dict[str, str | None]) -> dict[str, Result]:
+    return {ENGINE: engine(patch, files, read), ENGINE_PRE: engine(patch, files, read, pre_images),
             **{t: text_tool(c, patch, files) for t, c in TOOLS.items()}}
 
 
@@ -368,6 +377,26 @@ def check(result: Result, files: dict[str, str], wanted: dict[str, list]) -> str
     return None
 
 
+def tree_at(gitdir: str, rev: str):
+    """read(path) of the files at `rev` (bytes, None where absent), for the uses check."""
+    def read(path: str) -> bytes | None:
+        proc = run_git(None, "--git-dir", gitdir, "show", f"{rev}:{path}", env=GIT_ENV, binary=True)
+        return None if proc.returncode else proc.stdout
+    return read
+
+
+def unusable(read, files: dict[str, str], texts: dict[str, str]) -> str | None:
+    """What a tool's text uses that the tree `read` reads lacks (None: every use is there), its
+    changed files read as the tool wrote them."""
+    def tree(path: str) -> bytes | None:
+        return texts[path].encode() if path in texts else read(path)
+
+    for path, text in texts.items():
+        if text != files[path] and (problems := unresolved_uses(path, files[path], text, tree, whole_tree=True)):
+            return f"{path}: {problems[0]}"
+    return None
+
+
 def short_diff(a: dict[str, str], b: dict[str, str], limit: int = 30) -> str:
     lines = []
     for path in a:
@@ -415,7 +444,7 @@ def release_branch_rows(gitdir: str, pair: Pair, patch: str, wanted: dict, verbo
     """Setting 1: the main diff onto the backport's parent, against the backport."""
     files = {p: show(gitdir, pair.parent, p) for p in pair.paths}
     truth = {p: show(gitdir, pair.pick, p) for p in pair.paths}
-    results = port_all(patch, files, pre_images(gitdir, pair))
+    results = port_all(patch, files, tree_at(gitdir, pair.parent), pre_images(gitdir, pair))
     row = {"setting": "release", **dataclasses.asdict(pair), "target": pair.parent}
     for tool, result in results.items():
         if result.status != "applied":
@@ -460,10 +489,15 @@ def older_rows(gitdir: str, pair: Pair, patch: str, wanted: dict, verbose: bool)
             continue
         row["removed lines present"] = all(removed[p] <= {line.strip() for line in files[p].splitlines()}
                                            for p in removed)
-        for tool, result in port_all(patch, files, pre_images(gitdir, pair)).items():
+        read = tree_at(gitdir, tag)
+        for tool, result in port_all(patch, files, read, pre_images(gitdir, pair)).items():
             why = check(result, files, wanted) if result.status == "applied" else None
             row[tool] = "broken" if why else "clean" if result.status == "applied" else result.status
             row[f"{tool} why"] = why or result.message
+            row[f"{tool} unusable"] = unusable(read, files, result.texts) if row[tool] == "clean" else None
+            if verbose and row[f"{tool} unusable"]:
+                print(f"\n#### {pair.repo} {pair.main[:10]} @ {tag}: {tool} clean, not usable: "
+                      f"{row[f'{tool} unusable']}")
             if verbose and tool in (ENGINE, ENGINE_PRE) and why:
                 print(f"\n#### {pair.repo} {pair.main[:10]} @ {tag} ({', '.join(pair.paths)}): engine broken: {why}\n"
                       f"{short_diff(files, result.texts)}")
@@ -475,7 +509,7 @@ def through_cli(gitdir: str, pair: Pair, patch: str) -> str | None:
     """The pair's main diff through the real command onto a checkout of the backport's
     parent: None where it agrees with the in-process engine, else what differs."""
     files = {p: show(gitdir, pair.parent, p) for p in pair.paths}
-    mine = engine(patch, files, pre_images(gitdir, pair))  # the clone holds the diff's pre-image blobs
+    mine = engine(patch, files, tree_at(gitdir, pair.parent), pre_images(gitdir, pair))  # the clone holds them
     plain = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     local = clean_env(GIT_ALLOW_PROTOCOL="file")  # the one git layer's environment; a local clone: file transport
     with tempfile.TemporaryDirectory() as tmp:
@@ -557,12 +591,14 @@ def older_table(rows: list[dict], title: str) -> str:
     n = len(tried)
     out = [f"#### {title}: older releases, {n} attempts ({len(rows) - n} with a file missing, not tried; "
            f"{len(present)} with every removed line there)\n",
-           "| tool | clean | broken (parse/scope/pyflakes) | no: not-applicable | no: failed | no: already-applied "
-           "| clean where every removed line is there |",
-           "|---|---|---|---|---|---|---|"]
+           "| tool | clean | usable (clean, its uses in the release) | broken (parse/scope/pyflakes) "
+           "| no: not-applicable | no: failed | no: already-applied | clean where every removed line is there |",
+           "|---|---|---|---|---|---|---|---|"]
     for tool in ALL:
         c = Counter(r[tool] for r in tried)
-        out.append(f"| {tool} | {c['clean']}/{n} ({100 * c['clean'] / max(n, 1):.0f}%) | {c['broken']} | "
+        usable = sum(r[tool] == "clean" and not r.get(f"{tool} unusable") for r in tried)
+        out.append(f"| {tool} | {c['clean']}/{n} ({100 * c['clean'] / max(n, 1):.0f}%) | {usable}/{c['clean']} | "
+                   f"{c['broken']} | "
                    f"{c['not-applicable']} | {c['failed']} | {c['already-applied']} | "
                    f"{sum(r[tool] == 'clean' for r in present)}/{len(present)} |")
     return "\n".join(out) + "\n"

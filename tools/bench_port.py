@@ -14,6 +14,12 @@ hand-written fix and three text tools on the same file text: `git apply`,
   wrong   it wrote text the hand-written fix does not (misplaced or broken: the worst outcome)
   no      it gave no text (failed, not-applicable, or the tool refused)
 
+A tool's text is also `usable` where what its added lines import, read on
+`self`/`cls` and pass as keywords is in the release (engines/uses.py on the
+files the release's read gives; a wheel is read by its targets only, so a
+module not among them is not judged). The port engine's own text already
+had that check (make_patch's).
+
 The hand-written fix is the reference: its statuses are the ones the README's
 drift and behaviour tables check by running each bug. Where it says
 `already-applied` (upstream has the fix in its own form) a diff can only
@@ -34,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fixmono.analysis.drift import RANGES, parse_versions, published_versions  # noqa: E402
 from fixmono.apply.run import run  # noqa: E402
 from fixmono.engines.port import diff_fix  # noqa: E402
+from fixmono.engines.uses import unresolved_uses  # noqa: E402
 from fixmono.model.errors import NoPythonFiles  # noqa: E402
 from fixmono.model.outcome import Status  # noqa: E402
 from fixmono.model.patchfile import read_patch  # noqa: E402
@@ -62,6 +69,18 @@ def verdict(reference, status: Status, texts: dict | None) -> str:
     if status is Status.APPLIED:
         return "same" if reference.status is Status.APPLIED and texts == reference.new_files else "wrong"
     return "same" if status is reference.status else "no"
+
+
+def usable(upstream, files: dict[str, str], texts: dict | None) -> bool:
+    """A text whose added lines use only what the release has (None: no text)."""
+    if texts is None:
+        return False
+
+    def read(path: str) -> bytes | None:
+        return texts[path].encode() if texts.get(path) is not None else upstream.read(path)
+
+    return not any(unresolved_uses(path, files.get(path, ""), text, read) for path, text in texts.items()
+                   if text is not None and text != files.get(path))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -102,29 +121,32 @@ def main(argv: list[str] | None = None) -> int:
             row = {"fix": fix.id, "version": version, "reference": reference.status.value,
                    "port engine": verdict(reference, port.status, port.new_files or None)}
             files = {path: upstream.read(path).decode() for path in paths if upstream.read(path) is not None}
+            usable_by = {"port engine": usable(upstream, files, port.new_files or None)}
             for tool, command in TOOLS.items():
                 texts = patched_by(command, data, files) if len(files) == len(paths) else None
                 status = Status.APPLIED if texts is not None else Status.FAILED
                 if texts is not None and texts == files:
                     status, texts = Status.ALREADY_APPLIED, None
                 row[tool] = verdict(reference, status, texts)
+                usable_by[tool] = usable(upstream, files, texts)
             key = "already-applied" if reference.status is Status.ALREADY_APPLIED else "other"
             for tool in totals:
                 totals[tool][(key, row[tool])] += 1
+                totals[tool]["usable"] += usable_by[tool]
             rows.append(row)
             print(f"{fix.id} @ {version}: reference {row['reference']}; "
                   + ", ".join(f"{t} {row[t]}" for t in totals), file=sys.stderr, flush=True)
     n = len(rows)
     print(f"### The catalogue's own patches as diffs: {n} fix-releases, {len(cases)} patches\n")
     print("| tool | same as the hand-written fix | wrong (misplaced/broken) | no text | "
-          "of which the reference is already-applied (same / no) |")
-    print("|---|---|---|---|---|")
+          "of which the reference is already-applied (same / no) | usable text (its uses in the release) |")
+    print("|---|---|---|---|---|---|")
     for tool, counts in totals.items():
         same = counts[("other", "same")] + counts[("already-applied", "same")]
         wrong = counts[("other", "wrong")] + counts[("already-applied", "wrong")]
         no = counts[("other", "no")] + counts[("already-applied", "no")]
         print(f"| {tool} | {same}/{n} ({100 * same / max(n, 1):.0f}%) | {wrong} | {no} | "
-              f"{counts[('already-applied', 'same')]} / {counts[('already-applied', 'no')]} |")
+              f"{counts[('already-applied', 'same')]} / {counts[('already-applied', 'no')]} | {counts['usable']} |")
     return 0
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable
 
+from fixmono.engines.uses import unresolved_uses
 from fixmono.model.errors import NotApplicable, TargetSyntaxError, TransformFailed, Unreadable
 from fixmono.model.fix import FileChange, Fix
 from fixmono.model.outcome import FileOutcome, FixOutcome, Status
@@ -76,11 +77,14 @@ def check_result(change: FileChange, new_text: str) -> str | None:
 
 def apply_fix(fix: Fix, read: Callable[[str], bytes | None],
               missing: Callable[[str], str] = lambda path: "not in this upstream",
-              pre_image: Callable[[str, str | None], bytes | None] = lambda path, object_id: None) -> FixOutcome:
+              pre_image: Callable[[str, str | None], bytes | None] = lambda path, object_id: None,
+              whole_tree: bool = False) -> FixOutcome:
     """Apply every file change of `fix`; `read(path)` returns None when absent,
     which is reported as `<path>: <missing(path)>`; `pre_image(path, blob id)`:
-    the file a diff was made on, where it is at hand (apply/run.found_pre_image)."""
-    outcomes = []
+    the file a diff was made on, where it is at hand (apply/run.found_pre_image).
+    A diff's result must use only what the tree has (check_uses; `whole_tree`:
+    `read` reads every file)."""
+    outcomes, before = [], {}
     for change in fix.changes:
         if hasattr(change.transform, "place"):  # a file the fix adds, deletes or renames: judged by presence
             outcomes += change.transform.place(read)
@@ -96,7 +100,32 @@ def apply_fix(fix: Fix, read: Callable[[str], bytes | None],
             outcomes.append(FileOutcome(change.path, Status.FAILED, str(err)))
             continue
         outcomes.append(apply_change(change, text, pre_image_of(change, pre_image)))
-    return summarise(fix, tuple(outcomes))
+        before[change.path] = text
+    return summarise(fix, check_uses(fix, tuple(outcomes), before, read, whole_tree))
+
+
+def check_uses(fix: Fix, outcomes: tuple[FileOutcome, ...], before: dict[str, str], read,
+               whole_tree: bool) -> tuple[FileOutcome, ...]:
+    """A diff's applied file fails where its added lines use what the tree lacks
+    (engines/uses.py), the other files read as the fix leaves them. Only a
+    result that is whole: where a file fails or is missing, that is the answer."""
+    if any(f.status not in (Status.APPLIED, Status.ALREADY_APPLIED) for f in outcomes if not f.optional):
+        return outcomes
+    after = {f.path: f.new_text for f in outcomes if f.status is Status.APPLIED}
+
+    def tree(path: str) -> bytes | None:
+        return after[path].encode() if after.get(path) is not None else read(path)
+
+    judged = {c.path for c in fix.changes if getattr(c.transform, "judges_its_result", False)}
+    checked = []
+    for f in outcomes:
+        if f.status is Status.APPLIED and f.path in judged and f.path in before:
+            problems = unresolved_uses(f.path, before[f.path].removeprefix(BOM), f.new_text.removeprefix(BOM), tree,
+                                       whole_tree)
+            if problems:
+                f = FileOutcome(f.path, Status.FAILED, f"{f.path}: {problems[0]}")
+        checked.append(f)
+    return tuple(checked)
 
 
 def pre_image_of(change: FileChange, pre_image: Callable[[str, str | None], bytes | None]) -> str | None:

@@ -34,7 +34,8 @@ def run(source: Source, fixes: list[Fix], validate: bool = False, progress=lambd
         start = time.monotonic()
         try:
             outcome = apply_fix(fix, read, source.missing_file_hint,
-                                lambda path, object_id: found_pre_image(source, base, path, object_id))
+                                lambda path, object_id: found_pre_image(source, base, path, object_id),
+                                source.whole_tree)
         except Unreadable as err:
             outcome = FixOutcome(fix, Status.FAILED, str(err))
         if fix.reverts and source.history:

@@ -28,6 +28,7 @@ class Source:
 
     label = ""
     history = False  # git history is there (apply/revert.py reverts through it)
+    whole_tree = False  # every file of the tree can be read: one read as None is not there
 
     def read(self, path: str) -> bytes | None:
         """The file's bytes, or None when the source has no such file."""
@@ -148,6 +149,7 @@ def open_checkout(spec: str, any_project: bool = False) -> Upstream:
     upstream.project = detect_project(upstream, spec, path.resolve().name if any_project else None)
     branch = upstream.checkout.git("symbolic-ref", "-q", "--short", "HEAD").stdout.strip()
     upstream.label = f"{spec} @ {upstream.head[:12]} ({branch or 'detached HEAD'})"
+    upstream.whole_tree = True  # a checkout, unlike a wheel's or a remote's targets alone
     return upstream
 
 
