@@ -2,9 +2,8 @@
 `fixmono new` writes the folder of a working example fix into a copy of the
 tree (the folder and its README row, nothing else), and the checks a fix must
 pass take it as it is: its inline cases, the catalogue and property tests,
-the README table test. Bad input is one line and nothing written. Also:
-tools/fix_targets.py (what tools/check_fix runs) and the message that says
-how to make two fixes' fixtures share one file."""
+the README table test. Bad input is one line and nothing written. Also the
+message that says how to make two fixes' fixtures share one file."""
 import hashlib
 import os
 import subprocess
@@ -114,19 +113,6 @@ def test_bad_input_is_one_line_and_nothing_written(argv, message):
                           env={**os.environ, "PYTHONPATH": str(ROOT / "tools")})
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and message in proc.stderr, proc.stderr
     assert proc.stderr.startswith("fixmono new: error: ") and digests(ROOT / "fixes") == before
-
-
-def test_check_fix_runs_the_folder_and_every_test_that_loops_over_the_catalogue():
-    proc = subprocess.run([sys.executable, str(ROOT / "tools/fix_targets.py"), "transformers-moe-aux-loss-world-size"],
-                          capture_output=True, text=True)
-    targets = proc.stdout.split()
-    assert targets[0] == "//fixes/transformers/moe_aux_loss_world_size/..."
-    assert {"//tests:test_catalogue", "//tests:test_properties", "//tests:test_registry", "//tests:test_docs",
-            "//tests:test_set_aside", "//tests:test_remembered"} <= set(targets)
-    assert "//tests:test_gpus" not in targets  # it reads no fix
-    unknown = subprocess.run([sys.executable, str(ROOT / "tools/fix_targets.py"), "no-such-fix"],
-                             capture_output=True, text=True)
-    assert unknown.returncode == 2 and "unknown fix id 'no-such-fix'" in unknown.stderr
 
 
 class CountMarker:
