@@ -16,6 +16,7 @@ import textwrap
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -441,19 +442,44 @@ def test_parallel_reproducers_share_the_cores_unless_told(monkeypatch):
     assert "OMP_NUM_THREADS" not in os.environ  # put back as it was
 
 
-def test_a_verdict_is_kept_for_the_same_inputs_only(monkeypatch):
+def made_up_fix(root: Path, name: str) -> SimpleNamespace:
+    """A fix folder of our own (a package under `root`, on sys.path), and the fields of a Fix the cache reads."""
+    files = {"__init__.py": "", "fix.py": "FIX = None\n", "repro.py": "def main():\n    return 1\n",
+             "hotfix.py": "X = 1\n", "fix.patch": "--- a/x.py\n+++ b/x.py\n", "fixtures/x.py": "x = 1\n",
+             "test_fix.py": "def test_x():\n    pass\n", "README.md": "# A fix\n", "BUILD.bazel": "fix_module()\n",
+             "results/run.json": "{}\n"}
+    for path, text in files.items():
+        (root / name / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / name / path).write_text(text)
+    return SimpleNamespace(id=name.replace("_", "-"), package=name, repro_needs="cpu")
+
+
+def test_a_verdict_is_kept_for_the_same_inputs_only(tmp_path, monkeypatch):
     from fixmono.analysis import results
 
-    fix = sentinel_fix()
+    monkeypatch.syspath_prepend(str(tmp_path))
+    fix, other = made_up_fix(tmp_path, "made_up_kept"), made_up_fix(tmp_path, "made_up_other")
     first = results.key(fix, "5.8.0", ["a"])
     assert first == results.key(fix, "5.8.0", ["a"])
     assert len({first, results.key(fix, "5.9.0", ["a"]), results.key(fix, "5.8.0", ["b"]),
-                results.key(next(f for f in discover() if f.id != fix.id), "5.8.0", ["a"])}) == 4
-    monkeypatch.setattr(results, "fix_source", lambda f: "edited")
-    assert results.key(fix, "5.8.0", ["a"]) != first  # the fix's folder changed
-    monkeypatch.undo()
+                results.key(other, "5.8.0", ["a"])}) == 4
     monkeypatch.setattr(results, "runner_source", lambda: "edited")
     assert results.key(fix, "5.8.0", ["a"]) != first  # the code that runs reproducers changed
+
+
+@pytest.mark.parametrize("edited, kept", [("test_fix.py", True), ("README.md", True), ("BUILD.bazel", True),
+                                          ("results/run.json", True), ("repro.py", False), ("fix.patch", False),
+                                          ("hotfix.py", False), ("fix.py", False), ("fixtures/x.py", False)])
+def test_the_verdict_is_keyed_on_what_the_reproducer_runs(tmp_path, monkeypatch, edited, kept):
+    """Editing a fix's tests or README keeps its verdicts; editing what its reproducer runs or reads runs it again."""
+    from fixmono.analysis import results
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    fix = made_up_fix(tmp_path, "made_up_edited")
+    before = results.key(fix, "5.8.0", ["a"])
+    path = tmp_path / "made_up_edited" / edited
+    path.write_text(path.read_text() + "# edited\n")
+    assert (results.key(fix, "5.8.0", ["a"]) == before) is kept
 
 
 def test_ctrl_c_while_a_reproducer_runs(tmp_path):
