@@ -6,6 +6,7 @@ make_patch's status (analysis/behaviour.py), and drift_matrix --run's
 argument checks. The real releases: test_behaviour_wheels.py."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -442,16 +443,44 @@ def test_parallel_reproducers_share_the_cores_unless_told(monkeypatch):
     assert "OMP_NUM_THREADS" not in os.environ  # put back as it was
 
 
-def made_up_fix(root: Path, name: str) -> SimpleNamespace:
-    """A fix folder of our own (a package under `root`, on sys.path), and the fields of a Fix the cache reads."""
-    files = {"__init__.py": "", "fix.py": "FIX = None\n", "repro.py": "def main():\n    return 1\n",
+def made_up_fix(root: Path, name: str, repro: str = "def main():\n    return 1\n") -> SimpleNamespace:
+    """A fix folder of our own (a package under `root`, on sys.path), and the fields of a Fix the cache and
+    the runs read."""
+    files = {"__init__.py": "", "fix.py": "FIX = None\n", "repro.py": repro,
              "hotfix.py": "X = 1\n", "fix.patch": "--- a/x.py\n+++ b/x.py\n", "fixtures/x.py": "x = 1\n",
              "test_fix.py": "def test_x():\n    pass\n", "README.md": "# A fix\n", "BUILD.bazel": "fix_module()\n",
              "results/run.json": "{}\n"}
     for path, text in files.items():
         (root / name / path).parent.mkdir(parents=True, exist_ok=True)
         (root / name / path).write_text(text)
-    return SimpleNamespace(id=name.replace("_", "-"), package=name, repro_needs="cpu")
+    return SimpleNamespace(id=name.replace("_", "-"), package=name, repro_needs="cpu", upstream="transformers")
+
+
+FIGURES_REPRO = textwrap.dedent("""\
+    from fixmono.model.fix import ReproResult, Verdict
+    from fixmono.runtime.repro import cli
+
+
+    def reproduce():
+        return ReproResult(Verdict.REPRODUCED, "2 of 4 rows differ", {"ratio": 0.5, "fixed": 1.0, "rows": [1, 3]})
+
+
+    def main(argv=None):
+        return cli(reproduce, "made up", argv)
+    """)
+
+
+@pytest.mark.skipif(BASE_TRANSFORMERS is None, reason="needs transformers in this environment")
+def test_a_run_carries_the_reproducers_figures_also_when_reused(tmp_path, monkeypatch):
+    """drift --run --json's rows are the runs: the numbers the reproducer measured, not only its summary."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])))
+    fix = made_up_fix(tmp_path, "made_up_figures", FIGURES_REPRO)
+    run = behaviour.run_one(fix, BASE_TRANSFORMERS, "applied", [BASE], 120, [], lambda m: None)
+    assert (run.verdict, run.detail) == ("reproduced", "2 of 4 rows differ"), run
+    assert dataclasses.asdict(run)["figures"] == {"ratio": 0.5, "fixed": 1.0, "rows": [1, 3]}
+    again = behaviour.run_one(fix, BASE_TRANSFORMERS, "applied", [BASE], 120, [], lambda m: pytest.fail("ran again"))
+    assert again.reused and again.figures == run.figures
 
 
 def test_a_verdict_is_kept_for_the_same_inputs_only(tmp_path, monkeypatch):

@@ -64,7 +64,8 @@ def key(fix: Fix, version: str, interpreters: list[str]) -> str:
 
 # a kept verdict (behaviour.Run's fields): anything else in the cache is a miss, never an internal error
 KEPT = {"version": str, "static": str, "verdict": str, "detail": str, "finding": str, "seconds": float,
-        "python?": str, "python_version?": str, "node?": dict, "attempts?": int, "reused?": bool}
+        "python?": str, "python_version?": str, "node?": dict, "attempts?": int, "reused?": bool,
+        "figures?": dict}
 
 
 def load(result_key: str) -> dict | None:
