@@ -87,24 +87,27 @@ def test_an_unknown_fix_is_one_line_and_exit_4(tmp_path):
     assert proc.stderr.strip().count("\n") == 0 and proc.stdout == ""
 
 
-def test_check_fix_runs_the_folder_then_the_tests_with_cases_of_single_fixes(tmp_path):
-    """tests/ of the repository: the files that call for_fix or mark catalogue checks, not the framework's."""
-    proc = subprocess.run([sys.executable, str(ROOT / "tools/fix_targets.py"), "transformers-moe-aux-loss-world-size"],
-                          capture_output=True, text=True)
-    folder, tests = proc.stdout.splitlines()
-    assert folder == "//fixes/transformers/moe_aux_loss_world_size/..."
-    assert {"//tests:test_catalogue", "//tests:test_properties", "//tests:test_registry", "//tests:test_docs",
-            "//tests:test_set_aside", "//tests:test_remembered", "//tests:test_validate"} == set(tests.split())
-    unknown = subprocess.run([sys.executable, str(ROOT / "tools/fix_targets.py"), "no-such-fix"],
-                             capture_output=True, text=True)
-    assert unknown.returncode == 2 and "unknown fix id 'no-such-fix'" in unknown.stderr
+def test_check_fix_runs_the_folder_then_the_tests_with_cases_of_single_fixes(tmp_path, capsys):
+    """A tree of our own: the files that call for_fix or mark catalogue checks, not the framework's."""
+    (tmp_path / "fixes/pytorch/a_fix").mkdir(parents=True)
+    (tmp_path / "fixes/pytorch/a_fix/fix.py").write_text('FIX = Fix(\n    id="pytorch-a-fix",\n)\n')
+    (tmp_path / "fixes/pytorch/.hidden").mkdir(parents=True)
+    (tmp_path / "fixes/pytorch/.hidden/fix.py").write_text('FIX = Fix(id="pytorch-hidden")\n')
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    (tests / "BUILD.bazel").write_text('pytest_test(name = "test_a", srcs = ["test_a.py"])\n'
+                                       'pytest_test(\n    name = "test_b",\n    srcs = ["test_b.py"],\n)\n'
+                                       'pytest_test(name = "test_c", srcs = ["test_c.py"])\n')
+    (tests / "test_a.py").write_text("CASES = [for_fix(f.id, f, id=f.id) for f in FIXES]\n")
+    (tests / "test_b.py").write_text("@pytest.mark.catalogue\ndef test_b(): pass\n")
+    (tests / "test_c.py").write_text("FIXES = discover()  # a framework test that reads the catalogue\n")
+    assert fix_targets.cross_cutting(tests) == {"//tests:test_a": "test_a.py", "//tests:test_b": "test_b.py"}
+    assert fix_targets.main(["pytorch-a-fix"], tmp_path) == 0
+    assert capsys.readouterr().out == "//fixes/pytorch/a_fix/...\n//tests:test_a //tests:test_b\n"
+    assert fix_targets.main(["pytorch-hidden"], tmp_path) == 2
+    assert capsys.readouterr().err == "check_fix: error: unknown fix id 'pytorch-hidden' (known: pytorch-a-fix)\n"
 
 
-def test_the_targets_are_read_from_the_sources(tmp_path):
-    (tmp_path / "BUILD.bazel").write_text('pytest_test(name = "test_a", srcs = ["test_a.py"])\n'
-                                          'pytest_test(name = "test_b", srcs = ["test_b.py"])\n'
-                                          'pytest_test(name = "test_c", srcs = ["test_c.py"])\n')
-    (tmp_path / "test_a.py").write_text("CASES = [for_fix(f.id, f, id=f.id) for f in FIXES]\n")
-    (tmp_path / "test_b.py").write_text("@pytest.mark.catalogue\ndef test_b(): pass\n")
-    (tmp_path / "test_c.py").write_text("FIXES = discover()  # a framework test that reads the catalogue\n")
-    assert fix_targets.cross_cutting(tmp_path) == {"//tests:test_a": "test_a.py", "//tests:test_b": "test_b.py"}
+def test_check_fix_says_how_to_call_it():
+    proc = subprocess.run(["bash", str(ROOT / "tools/check_fix")], capture_output=True, text=True)
+    assert proc.returncode == 2 and proc.stderr == "usage: tools/check_fix FIX_ID [bazel test arguments...]\n"

@@ -27,33 +27,33 @@ def cross_cutting(tests: Path = ROOT / "tests") -> dict[str, str]:
             if PER_FIX.search((tests / src).read_text(encoding="utf-8"))}
 
 
-def fix_files() -> list[Path]:
+def fix_files(root: Path = ROOT) -> list[Path]:
     """fixes/<project>/<name>/fix.py, but in dot-folders (as fixmono.model.registry.fix_files)."""
-    return [p for p in sorted((ROOT / "fixes").glob("*/*/fix.py"))
-            if not any(part.startswith(".") for part in p.relative_to(ROOT / "fixes").parts[:2])]
+    return [p for p in sorted((root / "fixes").glob("*/*/fix.py"))
+            if not any(part.startswith(".") for part in p.relative_to(root / "fixes").parts[:2])]
 
 
-def folder_of(fix_id: str) -> str | None:
+def folder_of(fix_id: str, root: Path = ROOT) -> str | None:
     """fixes/<project>/<name> of a fix id, from the declarations (read as text, as `fixmono import` does)."""
-    for fix_py in fix_files():
+    for fix_py in fix_files(root):
         text = fix_py.read_text(encoding="utf-8", errors="replace")
         if re.search(rf'\bid\s*=\s*"{re.escape(fix_id)}"', text):
-            return fix_py.parent.relative_to(ROOT).as_posix()
+            return fix_py.parent.relative_to(root).as_posix()
     return None
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], root: Path = ROOT) -> int:
     if len(argv) != 1:
         print("usage: tools/fix_targets.py FIX_ID", file=sys.stderr)
         return 2
-    folder = folder_of(argv[0])
+    folder = folder_of(argv[0], root)
     if folder is None:
-        known = sorted(m for p in fix_files()
+        known = sorted(m for p in fix_files(root)
                        for m in re.findall(r'\bid\s*=\s*"([a-z0-9-]+)"', p.read_text(encoding="utf-8", errors="replace")))
         print(f"check_fix: error: unknown fix id {argv[0]!r} (known: {', '.join(known)})", file=sys.stderr)
         return 2
     print(f"//{folder}/...")
-    print(" ".join(cross_cutting()))
+    print(" ".join(cross_cutting(root / "tests")))
     return 0
 
 
