@@ -94,11 +94,11 @@ THROWAWAY = {
 }
 
 
-def throwaway_fix(upstream: str, fix_id: str, target: str, repro: str | None = None) -> dict[str, str]:
+def throwaway_fix(upstream: str, fix_id: str, target: str, repro: str | None = None, needs: str = "cpu") -> dict[str, str]:
     """The files of a throwaway fix folder that makes fill_value() in `target`
     return 0.0 instead of None, exactly as a contributor following README
     "Adding a fix" writes them; with `repro` (repro.py's text), a reproducer
-    that runs on a CPU."""
+    that runs on `needs` (Fix.repro_needs)."""
     fill = {"{upstream}": upstream, "{fix_id}": fix_id, "{target}": target}
     out = {}
     for name, text in THROWAWAY.items():
@@ -108,7 +108,7 @@ def throwaway_fix(upstream: str, fix_id: str, target: str, repro: str | None = N
     if repro is not None:
         out["repro.py"] = textwrap.dedent(repro)
         out["fix.py"] = "from fixmono.model.fix import lazy\n" + out["fix.py"].replace(
-            'backends=("cpu",),', 'backends=("cpu",), repro_needs="cpu", reproduce=lazy(f"{__package__}.repro:reproduce"),')
+            'backends=("cpu",),', f'backends=("cpu",), repro_needs="{needs}", reproduce=lazy(f"{{__package__}}.repro:reproduce"),')
     return out
 
 
