@@ -5,6 +5,7 @@ cases fixmono.testing.for_fix made for that fix, and the tests marked
 `catalogue`. The fixes here are made up; the test file is written by the test."""
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -15,22 +16,22 @@ sys.path.insert(0, str(ROOT / "tools"))
 import fix_targets  # noqa: E402
 import pytest_main  # noqa: E402
 
-TESTS = '''
-import pytest
-from fixmono.testing import for_fix
+TESTS = textwrap.dedent('''\
+    import pytest
+    from fixmono.testing import for_fix
 
-@pytest.mark.parametrize("n", [for_fix("fix-a", 1, id="a"), for_fix(["fix-a", "fix-b"], 2, id="a and b"),
-                               for_fix("fix-b", 3, id="b")])
-def test_per_fix(n):
-    assert n != 3, "fix-b's own case fails"
+    @pytest.mark.parametrize("n", [for_fix("fix-a", 1, id="a"), for_fix(["fix-a", "fix-b"], 2, id="a and b"),
+                                   for_fix("fix-b", 3, id="b")])
+    def test_per_fix(n):
+        assert n != 3, "fix-b's own case fails"
 
-def test_of_the_framework():
-    pass
+    def test_of_the_framework():
+        pass
 
-@pytest.mark.catalogue
-def test_of_the_whole_catalogue():
-    pass
-'''
+    @pytest.mark.catalogue
+    def test_of_the_whole_catalogue():
+        pass
+    ''')  # indented here: tools/fix_targets.py does not take this file for one with cases of single fixes
 
 
 class Outcomes:
@@ -98,9 +99,10 @@ def test_check_fix_runs_the_folder_then_the_tests_with_cases_of_single_fixes(tmp
     (tests / "BUILD.bazel").write_text('pytest_test(name = "test_a", srcs = ["test_a.py"])\n'
                                        'pytest_test(\n    name = "test_b",\n    srcs = ["test_b.py"],\n)\n'
                                        'pytest_test(name = "test_c", srcs = ["test_c.py"])\n')
-    (tests / "test_a.py").write_text("CASES = [for_fix(f.id, f, id=f.id) for f in FIXES]\n")
+    (tests / "test_a.py").write_text("from fixmono.testing import (\n    catalogue_tree,\n    for_fix,\n)\n")
     (tests / "test_b.py").write_text("@pytest.mark.catalogue\ndef test_b(): pass\n")
-    (tests / "test_c.py").write_text("FIXES = discover()  # a framework test that reads the catalogue\n")
+    (tests / "test_c.py").write_text("from fixmono.testing import discover  # a framework test\n"
+                                     "# not for_fix(...) here\n    @pytest.mark.catalogue  # in a string, say\n")
     assert fix_targets.cross_cutting(tests) == {"//tests:test_a": "test_a.py", "//tests:test_b": "test_b.py"}
     assert fix_targets.main(["pytorch-a-fix"], tmp_path) == 0
     assert capsys.readouterr().out == "//fixes/pytorch/a_fix/...\n//tests:test_a //tests:test_b\n"

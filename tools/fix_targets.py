@@ -15,7 +15,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PER_FIX = re.compile(r"\bfor_fix\(|\bmark\.catalogue\b")
+# a line that imports for_fix from fixmono.testing, or one that marks a test @pytest.mark.catalogue
+PER_FIX = re.compile(r"^(?:from fixmono\.testing import (?:\([^)]*|[^\n]*)\bfor_fix\b|@pytest\.mark\.catalogue\b)", re.M)
 TARGET = re.compile(r'pytest_test\(\s*name\s*=\s*"([^"]+)",\s*srcs\s*=\s*\["([^"]+)"')
 
 
