@@ -94,17 +94,41 @@ THROWAWAY = {
 }
 
 
-def throwaway_fix(upstream: str, fix_id: str, target: str) -> dict[str, str]:
+def throwaway_fix(upstream: str, fix_id: str, target: str, repro: str | None = None, needs: str = "cpu") -> dict[str, str]:
     """The files of a throwaway fix folder that makes fill_value() in `target`
     return 0.0 instead of None, exactly as a contributor following README
-    "Adding a fix" writes them."""
+    "Adding a fix" writes them; with `repro` (repro.py's text), a reproducer
+    that runs on `needs` (Fix.repro_needs)."""
     fill = {"{upstream}": upstream, "{fix_id}": fix_id, "{target}": target}
     out = {}
     for name, text in THROWAWAY.items():
         for key, value in fill.items():
             text = text.replace(key, value)
         out[name] = textwrap.dedent(text)
+    if repro is not None:
+        out["repro.py"] = textwrap.dedent(repro)
+        out["fix.py"] = "from fixmono.model.fix import lazy\n" + out["fix.py"].replace(
+            'backends=("cpu",),', f'backends=("cpu",), repro_needs="{needs}", reproduce=lazy(f"{{__package__}}.repro:reproduce"),')
     return out
+
+
+def tree_with_fixes(dest: Path, fixes: dict[str, dict[str, str]]) -> Path:
+    """A copy of this tree (copy_tree) with these fix folders added: {"fixes/<project>/<name>": files}.
+    Run its commands with tree_env(): a framework test's own fixes, not the catalogue's."""
+    root = copy_tree(dest)
+    for folder, files in fixes.items():
+        for name, text in files.items():
+            (root / folder / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / folder / name).write_text(text)
+    return root
+
+
+def tree_env(root: Path, **extra: str) -> dict[str, str]:
+    """The environment of a command of the copy `root`: its fixmono and its fixes (not this tree's)."""
+    from fixmono.runtime.child import child_env
+    env = {**child_env(), "PYTHONPATH": f"{root / 'tools'}{os.pathsep}{root}", **extra}
+    env.pop("XML_OUTPUT_FILE", None)  # an inner pytest must not overwrite Bazel's report
+    return env
 
 
 def run_killed_at(point: str, tmp_path: Path, *args: str, module: str = "fixmono.cli.make_patch") -> None:

@@ -6,6 +6,7 @@ make_patch's status (analysis/behaviour.py), and drift_matrix --run's
 argument checks. The real releases: test_behaviour_wheels.py."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -16,6 +17,7 @@ import textwrap
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -23,7 +25,6 @@ from fixmono.analysis import behaviour, envs
 from fixmono.sources import processes
 from fixmono.analysis.drift import Cell
 from fixmono.analysis.envs import Base, EnvironmentFailed, environment
-from fixmono.model.registry import discover
 from fixmono.runtime.child import child_env
 from fixmono.testing import write_wheel
 
@@ -131,8 +132,7 @@ def test_discard_removes_an_environment_and_the_next_build_makes_it_again(index)
 
 def test_discard_envs_waits_for_the_last_run_of_a_release(monkeypatch):
     """Two fixes on the same transformers releases: each environment goes once, after both runs."""
-    fixes = [f for f in discover() if f.upstream == "transformers" and f.repro_needs == "cpu"]
-    assert len(fixes) >= 2
+    fixes = [SimpleNamespace(id=f"transformers-made-up-{n}", upstream="transformers") for n in (1, 2)]
     events = []
     monkeypatch.setattr(behaviour, "run_one", lambda fix, version, *a: events.append(("ran", fix.id, version)) or
                         behaviour.Run(version, "applied", "reproduced", "", "", 0.0))
@@ -159,7 +159,7 @@ def test_a_release_for_another_python_says_so(index):
     assert not other.value.wrong_python
 
 
-def test_each_release_runs_under_the_first_interpreter_it_installs_on(monkeypatch):
+def test_each_release_runs_under_the_first_interpreter_it_installs_on(monkeypatch, made_up):
     """--python A --python B: a release whose pip answer is 'another Python' moves on to B; any
     other refusal stops there (B would fail the same way)."""
     older = Base("/old/python", "3.11.7", BASE.markers, {})
@@ -177,8 +177,8 @@ def test_each_release_runs_under_the_first_interpreter_it_installs_on(monkeypatc
     ran = []
     monkeypatch.setattr(behaviour, "environment", environment_of)
     monkeypatch.setattr(behaviour, "check", lambda fix, timeout, python, before: ran.append((python, before)) or
-                        {"fix": fix.id, "status": "still-needed", "detail": "shown"})
-    fix = sentinel_fix()
+                        {"fix": fix.id, "status": "still-needed", "detail": "shown", "figures": {}})
+    fix = made_up("made_up_anywhere")
     run = behaviour.run_one(fix, "needs-3.12", "applied", [older, newer], 60, [], lambda m: None)
     assert (run.verdict, run.python, run.python_version) == ("reproduced", "/new/python", "3.12.1")
     assert tried == ["/old/python", "/new/python"] and ran == [("/new/python", ("/envs/3.12.1/needs-3.12",))]
@@ -232,11 +232,10 @@ def test_same_release_ignores_local_builds():
 
 
 def test_only_cpu_reproducers_run_here():
-    here, elsewhere = behaviour.runnable(discover())
-    assert {f.id for f in here} == {f.id for f in discover() if f.repro_needs == "cpu"}
-    assert len(here) >= 5
-    assert all("reproduce" in why or "needs" in why for why in elsewhere.values())
-    assert set(elsewhere).isdisjoint(f.id for f in here)
+    fixes = [SimpleNamespace(id=f"made-up-{needs}", repro_needs=needs, reproduce=print) for needs in ("cpu", "rocm")]
+    here, elsewhere = behaviour.runnable(fixes)
+    assert [f.id for f in here] == ["made-up-cpu"]
+    assert elsewhere == {"made-up-rocm": "its reproducer needs rocm"}
 
 
 def alive(marker: str) -> list[int]:
@@ -265,31 +264,79 @@ def with_environ(marker: str) -> list[int]:
     return found
 
 
-def sentinel_fix():
-    return next(f for f in discover() if f.id == "transformers-moe-sentinel-router-grad")
+def made_up_fix(root: Path, name: str, repro: str = "def main():\n    return 1\n") -> SimpleNamespace:
+    """A fix folder of our own (a package under `root`, on sys.path), and the fields of a Fix the cache and
+    the runs read."""
+    files = {"__init__.py": "", "fix.py": "FIX = None\n", "repro.py": repro,
+             "hotfix.py": "X = 1\n", "fix.patch": "--- a/x.py\n+++ b/x.py\n", "fixtures/x.py": "x = 1\n",
+             "test_fix.py": "def test_x():\n    pass\n", "README.md": "# A fix\n", "BUILD.bazel": "fix_module()\n",
+             "results/run.json": "{}\n"}
+    for path, text in files.items():
+        (root / name / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / name / path).write_text(text)
+    return SimpleNamespace(id=name.replace("_", "-"), package=name, repro_needs="cpu", upstream="transformers")
+
+
+FIGURES_REPRO = textwrap.dedent("""\
+    from fixmono.model.fix import ReproResult, Verdict
+    from fixmono.runtime.repro import cli
+
+
+    def reproduce():
+        return ReproResult(Verdict.REPRODUCED, "2 of 4 rows differ", {"ratio": 0.5, "fixed": 1.0, "rows": [1, 3]})
+
+
+    def main(argv=None):
+        return cli(reproduce, "made up", argv)
+    """)
+
+
+def reporting(verdict: str) -> str:
+    """repro.py of a made-up fix whose verdict is `verdict`, naming the transformers it ran with."""
+    return textwrap.dedent(f"""\
+        import transformers
+        from fixmono.model.fix import ReproResult, Verdict
+        from fixmono.runtime.repro import cli
+
+
+        def main(argv=None):
+            return cli(lambda: ReproResult(Verdict.{verdict}, f"transformers {{transformers.__version__}}"), "", argv)
+        """)
+
+
+SLEEPING = "import time\n\n\ndef main(argv=None):\n    time.sleep(600)\n"
+
+
+@pytest.fixture
+def made_up(tmp_path, monkeypatch):
+    """made_up(name, repro): a made-up fix whose package the tests and its reproducer's process import."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])))
+    return lambda name, repro="def main():\n    return 1\n": made_up_fix(tmp_path, name, repro)
 
 
 BASE_TRANSFORMERS = BASE.installed.get("transformers")
 
 
 @pytest.mark.skipif(BASE_TRANSFORMERS is None, reason="needs transformers in this environment")
-def test_a_release_the_base_has_runs_there_and_a_disagreement_is_flagged(tmp_path, monkeypatch):
+def test_a_release_the_base_has_runs_there_and_a_disagreement_is_flagged(tmp_path, monkeypatch, made_up):
     """The base's own transformers (5.23.0 in .venv: fixed upstream) needs no environment; told that
     make_patch found the bug's code there, the run flags the disagreement."""
     monkeypatch.setenv("FIXMONO_CACHE", str(tmp_path))
     progress = []
-    agreed = behaviour.run_one(sentinel_fix(), BASE_TRANSFORMERS, "already-applied", [BASE], 300, [], progress.append)
+    fix = made_up("made_up_not_reproduced", reporting("NOT_REPRODUCED"))
+    agreed = behaviour.run_one(fix, BASE_TRANSFORMERS, "already-applied", [BASE], 300, [], progress.append)
     assert (agreed.verdict, agreed.finding) == ("not-reproduced", ""), agreed
     assert BASE_TRANSFORMERS in agreed.detail and not (tmp_path / "envs").exists()
-    flagged = behaviour.run_one(sentinel_fix(), BASE_TRANSFORMERS, "applied", [BASE], 300, [], progress.append)
+    flagged = behaviour.run_one(fix, BASE_TRANSFORMERS, "applied", [BASE], 300, [], progress.append)
     assert flagged.verdict == "not-reproduced" and "does not reproduce" in flagged.finding
 
 
 @pytest.mark.skipif(BASE_TRANSFORMERS is None, reason="needs transformers in this environment")
-def test_a_reproducer_past_its_time_is_killed_and_cannot_run_here(monkeypatch):
+def test_a_reproducer_past_its_time_is_killed_and_cannot_run_here(monkeypatch, made_up):
     marker = f"FIXMONO_TEST_MARK={time.time_ns()}"
     monkeypatch.setenv(*marker.split("="))
-    run = behaviour.run_one(sentinel_fix(), BASE_TRANSFORMERS, "already-applied", [BASE], 0.3, [], lambda m: None)
+    run = behaviour.run_one(made_up("made_up_sleeping", SLEEPING), BASE_TRANSFORMERS, "already-applied", [BASE], 0.3, [], lambda m: None)
     assert (run.verdict, run.finding) == ("cannot-run-here", "") and "ran past" in run.detail
     time.sleep(0.2)
     assert with_environ(marker) == []
@@ -323,20 +370,21 @@ def test_stop_all_kills_the_live_and_refuses_new_ones():
     assert processes.bounded(["true"], timeout=5).returncode == 0
 
 
-def test_ctrl_c_while_pip_builds_leaves_no_pip_and_no_half_environment(tmp_path):
+def test_ctrl_c_while_pip_builds_leaves_no_pip_and_no_half_environment(tmp_path, made_up):
     """pip waits on a find-links server that never answers; SIGINT to the run."""
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen(8)  # connections queue, nothing is ever answered
     url = f"http://127.0.0.1:{server.getsockname()[1]}/links/"
     cache = tmp_path / "cache"
+    made_up("made_up_pip")
     script = textwrap.dedent("""
         import os, sys
         from fixmono.analysis import behaviour, envs
         from fixmono.analysis.drift import Cell
         base = envs.Base.of(sys.executable)
-        from fixmono.model.registry import discover
-        fix = next(f for f in discover() if f.id == "transformers-moe-sentinel-router-grad")
+        from types import SimpleNamespace
+        fix = SimpleNamespace(id="made-up-pip", package="made_up_pip", upstream="transformers", repro_needs="cpu")
         cell = Cell("5.8.0", "applied", "", "n/a")
         behaviour.run_matrix({fix.id: [cell]}, [fix], [base], 2, 60,
                              ["--no-index", "--find-links", os.environ["LINKS"]])
@@ -424,13 +472,13 @@ def test_run_installed_every_fix_against_this_interpreters_releases(tmp_path):
     assert not (tmp_path / "wheels").exists() and not (tmp_path / "envs").exists()
 
 
-def test_parallel_reproducers_share_the_cores_unless_told(monkeypatch):
+def test_parallel_reproducers_share_the_cores_unless_told(monkeypatch, made_up):
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.setattr(os, "cpu_count", lambda: 8)
     seen = []
     monkeypatch.setattr(behaviour, "run_one", lambda *a: seen.append(os.environ.get("OMP_NUM_THREADS")) or
                         behaviour.Run("1.0", "applied", "reproduced", "", "", 0.0))
-    fix = sentinel_fix()
+    fix = made_up("made_up_parallel")
     cells = {fix.id: [Cell("1.0", "applied", "", "n/a")]}
     behaviour.run_matrix(cells, [fix], [BASE], 4, 60, [])
     behaviour.run_matrix(cells, [fix], [BASE], 1, 60, [])
@@ -442,19 +490,43 @@ def test_parallel_reproducers_share_the_cores_unless_told(monkeypatch):
     assert "OMP_NUM_THREADS" not in os.environ  # put back as it was
 
 
-def test_a_verdict_is_kept_for_the_same_inputs_only(monkeypatch):
+@pytest.mark.skipif(BASE_TRANSFORMERS is None, reason="needs transformers in this environment")
+def test_a_run_carries_the_reproducers_figures_also_when_reused(made_up):
+    """drift --run --json's rows are the runs: the numbers the reproducer measured, not only its summary."""
+    fix = made_up("made_up_figures", FIGURES_REPRO)
+    run = behaviour.run_one(fix, BASE_TRANSFORMERS, "applied", [BASE], 120, [], lambda m: None)
+    assert (run.verdict, run.detail) == ("reproduced", "2 of 4 rows differ"), run
+    assert dataclasses.asdict(run)["figures"] == {"ratio": 0.5, "fixed": 1.0, "rows": [1, 3]}
+    again = behaviour.run_one(fix, BASE_TRANSFORMERS, "applied", [BASE], 120, [], lambda m: pytest.fail("ran again"))
+    assert again.reused and again.figures == run.figures
+
+
+def test_a_verdict_is_kept_for_the_same_inputs_only(tmp_path, monkeypatch):
     from fixmono.analysis import results
 
-    fix = sentinel_fix()
+    monkeypatch.syspath_prepend(str(tmp_path))
+    fix, other = made_up_fix(tmp_path, "made_up_kept"), made_up_fix(tmp_path, "made_up_other")
     first = results.key(fix, "5.8.0", ["a"])
     assert first == results.key(fix, "5.8.0", ["a"])
     assert len({first, results.key(fix, "5.9.0", ["a"]), results.key(fix, "5.8.0", ["b"]),
-                results.key(next(f for f in discover() if f.id != fix.id), "5.8.0", ["a"])}) == 4
-    monkeypatch.setattr(results, "fix_source", lambda f: "edited")
-    assert results.key(fix, "5.8.0", ["a"]) != first  # the fix's folder changed
-    monkeypatch.undo()
+                results.key(other, "5.8.0", ["a"])}) == 4
     monkeypatch.setattr(results, "runner_source", lambda: "edited")
     assert results.key(fix, "5.8.0", ["a"]) != first  # the code that runs reproducers changed
+
+
+@pytest.mark.parametrize("edited, kept", [("test_fix.py", True), ("README.md", True), ("BUILD.bazel", True),
+                                          ("results/run.json", True), ("repro.py", False), ("fix.patch", False),
+                                          ("hotfix.py", False), ("fix.py", False), ("fixtures/x.py", False)])
+def test_the_verdict_is_keyed_on_what_the_reproducer_runs(tmp_path, monkeypatch, edited, kept):
+    """Editing a fix's tests or README keeps its verdicts; editing what its reproducer runs or reads runs it again."""
+    from fixmono.analysis import results
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    fix = made_up_fix(tmp_path, "made_up_edited")
+    before = results.key(fix, "5.8.0", ["a"])
+    path = tmp_path / "made_up_edited" / edited
+    path.write_text(path.read_text() + "# edited\n")
+    assert (results.key(fix, "5.8.0", ["a"]) == before) is kept
 
 
 def test_ctrl_c_while_a_reproducer_runs(tmp_path):
@@ -462,17 +534,11 @@ def test_ctrl_c_while_a_reproducer_runs(tmp_path):
     more folder) whose reproducer sleeps: SIGINT once it runs ends the run with
     130 and one line, and leaves no reproducer behind. No network: the
     release is this interpreter's own."""
-    from tests.helpers import copy_tree, throwaway_fix
+    from tests.helpers import throwaway_fix, tree_env, tree_with_fixes
 
     fix_id = "transformers-throwaway-sleeper"
-    root = copy_tree(tmp_path / "repo")
-    folder = root / "fixes" / "transformers" / "throwaway_sleeper"
     started = tmp_path / "reproducer-started"
-    files = throwaway_fix("transformers", fix_id, "src/transformers/_throwaway.py")
-    files["fix.py"] = files["fix.py"].replace('backends=("cpu",),', 'backends=("cpu",), repro_needs="cpu", '
-                                              'reproduce=lazy(f"{__package__}.repro:reproduce"),')
-    files["fix.py"] = "from fixmono.model.fix import lazy\n" + files["fix.py"]
-    files["repro.py"] = textwrap.dedent(f'''\
+    repro = f'''\
         """Sleeps: a reproducer that is still running when the test presses Ctrl-C."""
         import os
         import time
@@ -487,12 +553,10 @@ def test_ctrl_c_while_a_reproducer_runs(tmp_path):
         def main(argv=None):
             reproduce()
             return 0
-        ''')
-    for name, text in files.items():
-        (folder / name).parent.mkdir(parents=True, exist_ok=True)
-        (folder / name).write_text(text)
-    env = {**child_env(), "PYTHONPATH": f"{root / 'tools'}{os.pathsep}{root}", "FIXMONO_CACHE": str(tmp_path / "c")}
-    env.pop("XML_OUTPUT_FILE", None)
+        '''
+    root = tree_with_fixes(tmp_path / "repo", {"fixes/transformers/throwaway_sleeper": throwaway_fix(
+        "transformers", fix_id, "src/transformers/_throwaway.py", repro)})
+    env = tree_env(root, FIXMONO_CACHE=str(tmp_path / "c"))
     proc = subprocess.Popen([sys.executable, "-m", "fixmono.cli.drift", "--fix", fix_id, "--run", "--installed"],
                             cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

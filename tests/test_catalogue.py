@@ -10,9 +10,10 @@ import pytest
 from fixmono.model.errors import FixtureUnavailable
 from fixmono.model.projects import PROJECTS as PROJECTS_BY_NAME, runs_on
 from fixmono.model.registry import discover
-from fixmono.testing import catalogue_tree, git, make_patch, make_repo
+from fixmono.testing import catalogue_tree, for_fix, git, make_patch, make_repo
 
-PROJECTS = sorted({f.upstream for f in discover()})
+PROJECTS = [for_fix([f.id for f in discover() if runs_on(f.upstream, PROJECTS_BY_NAME[project])], project, id=project)
+            for project in sorted({f.upstream for f in discover()})]
 
 
 def check_catalogue(tmp_path, project: str) -> None:
@@ -44,6 +45,7 @@ def test_deterministic_then_idempotent(tmp_path, project):
     check_catalogue(tmp_path, project)
 
 
+@pytest.mark.catalogue
 def test_every_fix_declares_a_fixture_for_every_file():
     missing = [f"{fix.id}: {c.path}" for fix in discover() for c in fix.changes if c.fixture is None]
     assert missing == []

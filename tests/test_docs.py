@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from fixmono.model.registry import discover
-from fixmono.testing import REPO_ROOT
+from fixmono.testing import REPO_ROOT, for_fix
 
 README = REPO_ROOT / "README.md"
 
@@ -34,6 +34,7 @@ def copy_of_the_docs(tmp_path):
     return root
 
 
+@pytest.mark.catalogue
 def test_the_site_builds_strictly_with_a_page_per_fix(tmp_path):
     root = copy_of_the_docs(tmp_path)
     run = build(root, tmp_path / "site")
@@ -61,6 +62,7 @@ def test_the_readme_is_short_and_its_links_lead_somewhere():
         assert (REPO_ROOT / target).is_file(), target
 
 
+@pytest.mark.catalogue
 def test_the_readme_fix_table_names_every_fix_folder():
     rows = re.findall(r"^\| ([a-z0-9-]+) \|.*\]\((fixes/[a-z_]+/[a-z_0-9]+)/README\.md\) \|$", README.read_text(), re.M)
     folders = {fix.id: "fixes/" + fix.package.removeprefix("fixmono.fixes.").replace(".", "/") for fix in discover()}
@@ -70,7 +72,7 @@ def test_the_readme_fix_table_names_every_fix_folder():
 PLACEHOLDER = "(fill in"
 
 
-@pytest.mark.parametrize("fix", discover(), ids=lambda fix: fix.id)
+@pytest.mark.parametrize("fix", [for_fix(fix.id, fix, id=fix.id) for fix in discover()])
 def test_no_placeholder_is_left_in_a_fix(fix):
     """`fixmono import` and `tools/new_fix` write "(fill in ...)" where only the author knows the answer:
     a fix is not done (nor green under tools/check_fix) while one is left in its folder or its catalogue row."""

@@ -213,11 +213,11 @@ def test_make_patch_all_interrupted_prints_the_table_and_leaves_the_checkout(tmp
     before = snapshot(repo)
     real, calls = apply_run.apply_fix, []
 
-    def stop_at_the_third(fix, read, missing=None):
+    def stop_at_the_third(fix, read, *rest):
         calls.append(fix.id)
         if len(calls) == 3:
             raise KeyboardInterrupt
-        return real(fix, read, missing) if missing else real(fix, read)
+        return real(fix, read, *rest)
     monkeypatch.setattr(apply_run, "apply_fix", stop_at_the_third)
     assert make_patch.main(["--all", "--upstream", str(repo), "--out", str(tmp_path / "series")]) == 130
     err = capsys.readouterr().err.splitlines()

@@ -36,7 +36,7 @@ from fixmono.model.outcome import FileOutcome, Status
 from fixmono.engines.cpp import CppDocument, indent_at, walk
 from fixmono.model.errors import FixtureUnavailable
 from fixmono.model.fix import FileChange, Fix
-from fixmono.testing import fixture_changes, only_insertions
+from fixmono.testing import fixture_changes, for_fix, only_insertions
 
 # Hypothesis caches under ./.hypothesis by default; keep the checkout clean
 # (Bazel gives a TEST_TMPDIR; a plain pytest run uses the system temp dir).
@@ -444,6 +444,6 @@ def examples(text: str) -> int:
     return max(6, min(40, 400_000 // max(len(text), 1)))
 
 
-@pytest.mark.parametrize("target", TARGETS, ids=[t.name for t in TARGETS])
+@pytest.mark.parametrize("target", [for_fix(t.fix.id, t, id=t.name) for t in TARGETS])
 def test_reformatted_target_gives_a_correct_edit_or_a_reason(target):
     run_property(target, examples(target.load()))

@@ -11,7 +11,9 @@ FIXMONO_RAY_TIMEOUT), with the verdicts that finished in the report, --out
 and --json; Ctrl-C after the head is killed is 130; an address where
 something other than Ray listens (silent, HTTP, closing at once, through
 RAY_ADDRESS too) is one line and exit 2 within the bound. No process is left
-behind."""
+behind. The fixes are the test's own (made up, in a copy of the tree): two
+whose reproducers answer at once, one whose reproducer runs until it is
+killed (the cell that is running when the cluster goes)."""
 import json
 import re
 import os
@@ -28,14 +30,17 @@ import pytest
 
 from fixmono.analysis.envs import Base
 from fixmono.output.progress import STEP_LINE
-from fixmono.runtime.child import child_env
 from fixmono.testing import RayCluster, marked
+from tests.helpers import throwaway_fix, tree_env, tree_with_fixes
 
 pytest.importorskip("ray", reason="Ray is the optional extra fixmono[ray] (tools/setup installs it)")
 
 INSTALLED = Base.of(sys.executable).installed
-FAST = ["transformers-moe-sentinel-router-grad", "jax-cudnn-gqa-kv-offsets"]
-SLOW, SLOW_MODULE = "transformers-pin-moe-routing", b"moe_determinism"  # ~20 s: long enough to be lost under
+FAST = ["transformers-made-up-fast", "jax-made-up-fast"]
+SLOW, SLOW_MODULE = "transformers-made-up-slow", b"made_up_slow"  # runs until killed: lost under the cluster
+ANSWERS = ("from fixmono.model.fix import ReproResult, Verdict\nfrom fixmono.runtime.repro import cli\n\n\n"
+           "def main(argv=None):\n    return cli(lambda: ReproResult(Verdict.REPRODUCED, 'made up'), '', argv)\n")
+RUNS_ON = "import time\n\n\ndef main(argv=None):\n    time.sleep(3600)\n"
 VERSIONS = ["--versions", f"transformers={INSTALLED['transformers']}", "--versions", f"jax={INSTALLED['jax']}"]
 BOUND = 8  # --ray-timeout in these tests
 SLACK = 40  # seconds allowed beyond the bound: a loaded 2-core machine, the cancel grace
@@ -63,10 +68,20 @@ DRIVER = textwrap.dedent("""
 """)
 
 
-def drift(args: list[str], cache: Path, mark: str, **env) -> subprocess.Popen:
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory) -> Path:
+    """A copy of this tree with the test's fixes."""
+    folders = {"fixes/transformers/made_up_fast": ("transformers", FAST[0], ANSWERS),
+               "fixes/jax/made_up_fast": ("jax", FAST[1], ANSWERS),
+               "fixes/transformers/made_up_slow": ("transformers", SLOW, RUNS_ON)}
+    return tree_with_fixes(tmp_path_factory.mktemp("tree") / "repo", {
+        folder: throwaway_fix(upstream, fix_id, f"{upstream}/_made_up.py", repro)
+        for folder, (upstream, fix_id, repro) in folders.items()})
+
+
+def drift(args: list[str], cache: Path, mark: str, tree: Path, **env) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", DRIVER, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=child_env({**os.environ, "FIXMONO_CACHE": str(cache),
-                                                      "FIXMONO_TEST_DRIVER": mark, **env}))
+                            text=True, env=tree_env(tree, FIXMONO_CACHE=str(cache), FIXMONO_TEST_DRIVER=mark, **env))
 
 
 def finish(proc: subprocess.Popen, within: float) -> tuple[str, str, float]:
@@ -91,8 +106,8 @@ def one_line(err: str) -> str:
 
 
 @pytest.fixture
-def cluster(tmp_path):
-    env = {"PYTHONPATH": child_env()["PYTHONPATH"], "FIXMONO_CACHE": str(tmp_path / "nodes"),
+def cluster(tmp_path, tree):
+    env = {"PYTHONPATH": tree_env(tree)["PYTHONPATH"], "FIXMONO_CACHE": str(tmp_path / "nodes"),
            "RAY_health_check_period_ms": "1000", "RAY_health_check_failure_threshold": "3"}
     c = RayCluster([{"num_cpus": 1}], env=env)
     try:
@@ -146,10 +161,10 @@ def slow_cell_running_after_a_verdict(cluster, cache: Path):
     return lambda: cached_verdicts(cache) and running(cluster, 1, SLOW_MODULE)
 
 
-def test_a_head_killed_mid_run_is_exit_4_with_what_finished(cluster, tmp_path, driver_mark):
+def test_a_head_killed_mid_run_is_exit_4_with_what_finished(cluster, tmp_path, driver_mark, tree):
     cache, out = tmp_path / "driver", tmp_path / "report.md"
     proc = drift(["--fix", SLOW, *sum((["--fix", f] for f in FAST), []), *VERSIONS, "--run", "--fresh",
-                  "--ray", cluster.address, "--json", "--out", str(out)], cache, driver_mark,
+                  "--ray", cluster.address, "--json", "--out", str(out)], cache, driver_mark, tree,
                  FIXMONO_RAY_TIMEOUT=str(BOUND))
     until(slow_cell_running_after_a_verdict(cluster, cache), proc)
     cluster.kill(0)
@@ -169,9 +184,9 @@ def test_a_head_killed_mid_run_is_exit_4_with_what_finished(cluster, tmp_path, d
     assert "lost" in out.read_text() and all(r["version"] in out.read_text() for r in finished)
 
 
-def test_ctrl_c_after_the_head_is_killed_is_130(cluster, tmp_path, driver_mark):
+def test_ctrl_c_after_the_head_is_killed_is_130(cluster, tmp_path, driver_mark, tree):
     cache = tmp_path / "driver"
-    proc = drift(["--fix", SLOW, *VERSIONS[:2], "--run", "--fresh", "--ray", cluster.address], cache, driver_mark,
+    proc = drift(["--fix", SLOW, *VERSIONS[:2], "--run", "--fresh", "--ray", cluster.address], cache, driver_mark, tree,
                  FIXMONO_RAY_TIMEOUT="60")  # the bound not reached: Ctrl-C ends it
     until(lambda: running(cluster, 1, SLOW_MODULE), proc)
     cluster.kill(0)
@@ -183,10 +198,10 @@ def test_ctrl_c_after_the_head_is_killed_is_130(cluster, tmp_path, driver_mark):
     assert one_line(stderr) == "drift_matrix: interrupted; no report was written"
 
 
-def test_a_head_killed_before_the_first_cell_is_exit_4(cluster, tmp_path, driver_mark):
+def test_a_head_killed_before_the_first_cell_is_exit_4(cluster, tmp_path, driver_mark, tree):
     cache, gate = tmp_path / "driver", tmp_path / "gate"
     proc = drift(["--fix", FAST[0], *VERSIONS[:2], "--run", "--fresh", "--ray", cluster.address], cache,
-                 driver_mark, FIXMONO_RAY_TIMEOUT=str(BOUND), STATIC_GATE=str(gate))
+                 driver_mark, tree, FIXMONO_RAY_TIMEOUT=str(BOUND), STATIC_GATE=str(gate))
     until(lambda: Path(f"{gate}.started").exists(), proc)  # connected; the static part is running
     cluster.kill(0)
     gate.touch()
@@ -197,11 +212,11 @@ def test_a_head_killed_before_the_first_cell_is_exit_4(cluster, tmp_path, driver
     assert cached_verdicts(cache) == []
 
 
-def test_a_frozen_head_mid_run_is_exit_4(cluster, tmp_path, driver_mark):
+def test_a_frozen_head_mid_run_is_exit_4(cluster, tmp_path, driver_mark, tree):
     """The head stopped (SIGSTOP), not dead: its port still accepts, nothing answers."""
     cache = tmp_path / "driver"
     proc = drift(["--fix", SLOW, *sum((["--fix", f] for f in FAST), []), *VERSIONS, "--run", "--fresh",
-                  "--ray", cluster.address], cache, driver_mark, FIXMONO_RAY_TIMEOUT=str(BOUND))
+                  "--ray", cluster.address], cache, driver_mark, tree, FIXMONO_RAY_TIMEOUT=str(BOUND))
     until(slow_cell_running_after_a_verdict(cluster, cache), proc)
     signal_node(cluster, 0, signal.SIGSTOP)
     stdout, stderr, took = finish(proc, BOUND + SLACK)
@@ -211,10 +226,10 @@ def test_a_frozen_head_mid_run_is_exit_4(cluster, tmp_path, driver_mark):
     assert re.search(r"\d lost", stdout), stdout
 
 
-def test_a_frozen_head_is_refused_at_connect(cluster, tmp_path, driver_mark):
+def test_a_frozen_head_is_refused_at_connect(cluster, tmp_path, driver_mark, tree):
     signal_node(cluster, 0, signal.SIGSTOP)
     proc = drift(["--fix", FAST[0], *VERSIONS[:2], "--run", "--ray", cluster.address], tmp_path / "driver",
-                 driver_mark, FIXMONO_RAY_TIMEOUT=str(BOUND))
+                 driver_mark, tree, FIXMONO_RAY_TIMEOUT=str(BOUND))
     _, stderr, took = finish(proc, BOUND + SLACK)
     assert proc.returncode == 2, stderr
     assert one_line(stderr).startswith(f"drift_matrix: error: --ray {cluster.address}: "), stderr
@@ -259,7 +274,7 @@ def serve(kind: str):
 
 @pytest.mark.parametrize("kind,through", [("silent", "--ray"), ("http", "--ray"), ("close", "--ray"),
                                           ("silent", "RAY_ADDRESS"), ("silent", "--ray-timeout")])
-def test_an_address_where_something_else_listens_is_exit_2(kind, through, tmp_path, driver_mark):
+def test_an_address_where_something_else_listens_is_exit_2(kind, through, tmp_path, driver_mark, tree):
     """The address through --ray or RAY_ADDRESS (--ray auto); the bound through FIXMONO_RAY_TIMEOUT or
     --ray-timeout."""
     port, close = serve(kind)
@@ -269,7 +284,7 @@ def test_an_address_where_something_else_listens_is_exit_2(kind, through, tmp_pa
     env.update({} if bound else {"FIXMONO_RAY_TIMEOUT": str(BOUND)})
     try:
         proc = drift(["--fix", FAST[0], *VERSIONS[:2], "--run", "--ray", "auto" if through == "RAY_ADDRESS"
-                      else address, *bound], tmp_path / "driver", driver_mark, **env)
+                      else address, *bound], tmp_path / "driver", driver_mark, tree, **env)
         _, stderr, took = finish(proc, BOUND + SLACK)
     finally:
         close()
@@ -283,10 +298,10 @@ def test_an_address_where_something_else_listens_is_exit_2(kind, through, tmp_pa
     (["--ray-timeout", "0"], {}, "--ray-timeout 0: must be more than 0"),
     ([], {"FIXMONO_RAY_TIMEOUT": "soon"}, "FIXMONO_RAY_TIMEOUT=soon: not a number of seconds"),
 ])
-def test_the_ray_timeout_is_checked_before_anything(given, env, message):
+def test_the_ray_timeout_is_checked_before_anything(given, env, message, tree):
     proc = subprocess.run([sys.executable, "-m", "fixmono.cli.drift", "--fix", FAST[0], "--run", "--ray",
                            "127.0.0.1:1", *given], capture_output=True, text=True, timeout=60,
-                          env=child_env({**os.environ, **env}))
+                          env=tree_env(tree, **env))
     assert proc.returncode == 2 and one_line(proc.stderr) == f"drift_matrix: error: {message}"
     assert "--ray-timeout" in subprocess.run([sys.executable, "-m", "fixmono.cli.drift", "--help"],
-                                             capture_output=True, text=True, timeout=60, env=child_env()).stdout
+                                             capture_output=True, text=True, timeout=60, env=tree_env(tree)).stdout

@@ -11,12 +11,14 @@ from fixmono.testing import REPO_ROOT
 from fixmono.fixes.pytorch.batchnorm_negative_running_var.transform import TRANSFORM
 
 
+@pytest.mark.catalogue
 def test_every_fix_loads_with_its_package():
     fixes = discover()
     assert fixes and all(f.package.startswith("fixmono.fixes.") for f in fixes)
     assert len({f.id for f in fixes}) == len(fixes)
 
 
+@pytest.mark.catalogue
 def test_every_fix_folder_reaches_make_patch():
     """//fixes:all (what make_patch and the tests ship with) is generated from
     the folders (tools/catalogue.bzl): under Bazel, every fix folder of the

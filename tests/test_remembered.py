@@ -16,7 +16,7 @@ from fixmono.engines.port import DiffTransform
 from fixmono.engines.remembered import diff_code, fingerprint
 from fixmono.model.errors import NotApplicable, TargetSyntaxError, TransformFailed
 from fixmono.model.registry import discover
-from fixmono.testing import change_for, fixture_changes
+from fixmono.testing import change_for, fixture_changes, for_fix
 
 ERRORS = (NotApplicable, TargetSyntaxError, TransformFailed)
 INPUTS = [(f"{fix.id}: case {case.name}", change_for(fix, case), case.before) for fix in discover()
@@ -44,7 +44,7 @@ def test_the_catalogue_has_python_inputs_to_check():
     assert len(PYTHON) > 40, len(PYTHON)
 
 
-@pytest.mark.parametrize("name, change, text", PYTHON, ids=[item[0] for item in PYTHON])
+@pytest.mark.parametrize("name, change, text", [for_fix(item[0].split(":")[0], *item, id=item[0]) for item in PYTHON])
 def test_off_miss_and_hit_agree(cache, monkeypatch, name, change, text):
     monkeypatch.setenv("FIXMONO_REWRITE_CACHE", "off")
     plain = outcome(change, text)
@@ -56,7 +56,7 @@ def test_off_miss_and_hit_agree(cache, monkeypatch, name, change, text):
     assert plain == miss == hit
 
 
-@pytest.mark.parametrize("name, change, text", DIFF, ids=[item[0] for item in DIFF])
+@pytest.mark.parametrize("name, change, text", [for_fix(item[0].split(":")[0], *item, id=item[0]) for item in DIFF])
 def test_ported_diffs_off_miss_and_hit_agree(cache, monkeypatch, name, change, text):
     monkeypatch.setenv("FIXMONO_REWRITE_CACHE", "off")
     plain = outcome(change, text)

@@ -1,12 +1,14 @@
 """A newcomer's fix from nothing to green in one pass (docs/adding-a-fix.md):
 `fixmono new` writes the folder of a working example fix into a copy of the
-tree (the folder and its README row, nothing else), and the checks a fix must
-pass take it as it is: its inline cases, the catalogue and property tests,
-the README table test. Bad input is one line and nothing written. Also:
-tools/fix_targets.py (what tools/check_fix runs) and the message that says
-how to make two fixes' fixtures share one file."""
+tree (the folder and its README row, nothing else), and every check
+tools/check_fix runs takes it as it is: its inline cases, and the tests/ files
+tools/fix_targets.py names with --fix (its cases of the catalogue, property,
+validate... tests, and the checks of the catalogue as a whole). Bad input is
+one line and nothing written. Also the message that says how to make two
+fixes' fixtures share one file."""
 import hashlib
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +18,9 @@ import pytest
 from fixmono import testing
 from fixmono.model.fix import FileChange, Fixture, Rewrite
 from tests.helpers import copy_tree
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+import fix_targets  # noqa: E402  (tools/, beside tools/check_fix)
 
 ROOT = Path(__file__).resolve().parents[1]
 FOLDER = Path("fixes/pytorch/scaffold_example")
@@ -45,7 +50,7 @@ def copy(tmp_path_factory) -> Path:
     after = digests(root)
     changed = {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
     assert changed == {"README.md"} | {str(FOLDER / n) for n in ("__init__.py", "BUILD.bazel", "fix.py",
-                                                                   "transform.py", "README.md",
+                                                                   "transform.py", "validate.py", "README.md",
                                                                    "fixtures/_scaffold.py")}
     return root
 
@@ -65,12 +70,29 @@ def test_its_cases_pass_as_written(copy):
     assert "5 passed" in proc.stdout  # its three cases, the declares-cases and the distinct-cases checks
 
 
-def test_the_catalogue_and_property_tests_take_it(copy):
-    proc = run(copy, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA", "tests/test_catalogue.py",
-               "tests/test_properties.py", "tests/test_registry.py", "-k", "pytorch or scaffold")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert f"PASSED tests/test_properties.py::test_reformatted_target_gives_a_correct_edit_or_a_reason[{FIX_ID}" \
-           in proc.stdout
+def fill_in(root: Path) -> None:
+    """Each "(fill in ...)" of the scaffold's folder and its README row written, as its author would."""
+    for path in [*(root / FOLDER).rglob("*.md"), *(root / FOLDER).rglob("*.py"), root / "README.md"]:
+        text = path.read_text()
+        path.write_text(re.sub(r"\(fill in(?:[^()]|\([^()]*\))*\)", "written by its author", text))
+
+
+def test_every_test_check_fix_runs_takes_it(copy):
+    """The tests/ files of tools/check_fix (tools/fix_targets.py, in the copy) with --fix, as check_fix runs them:
+    as written, only the check for '(fill in ...)' fails (it names what to write); filled in, all pass."""
+    files = [f"tests/{src}" for src in fix_targets.cross_cutting(copy / "tests").values()]
+    assert {"tests/test_validate.py", "tests/test_properties.py", "tests/test_catalogue.py"} <= set(files)
+    assert "tests/test_docs.py" in files
+    unfilled = run(copy, "tools/pytest_main.py", "--fix", FIX_ID, "-rA", *files)
+    failed = [line.split()[1] for line in unfilled.stdout.splitlines() if line.startswith("FAILED ")]
+    assert failed == [f"tests/test_docs.py::test_no_placeholder_is_left_in_a_fix[{FIX_ID}]"], unfilled.stdout[-5000:]
+    fill_in(copy)  # what its author writes; then every check passes
+    proc = run(copy, "tools/pytest_main.py", "--fix", FIX_ID, "-rA", *files)
+    assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr
+    for case in ("test_properties.py::test_reformatted_target_gives_a_correct_edit_or_a_reason",
+                 "test_validate.py::test_every_fix_declares_a_check_that_passes_the_fix_and_rejects_no_fix",
+                 "test_validate.py::test_a_wrong_output_fails_validation_with_the_reason"):
+        assert f"PASSED tests/{case}[{FIX_ID}" in proc.stdout, case
 
 
 def test_its_example_edit_is_what_the_docs_say(copy, tmp_path):
@@ -114,19 +136,6 @@ def test_bad_input_is_one_line_and_nothing_written(argv, message):
                           env={**os.environ, "PYTHONPATH": str(ROOT / "tools")})
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and message in proc.stderr, proc.stderr
     assert proc.stderr.startswith("fixmono new: error: ") and digests(ROOT / "fixes") == before
-
-
-def test_check_fix_runs_the_folder_and_every_test_that_loops_over_the_catalogue():
-    proc = subprocess.run([sys.executable, str(ROOT / "tools/fix_targets.py"), "transformers-moe-aux-loss-world-size"],
-                          capture_output=True, text=True)
-    targets = proc.stdout.split()
-    assert targets[0] == "//fixes/transformers/moe_aux_loss_world_size/..."
-    assert {"//tests:test_catalogue", "//tests:test_properties", "//tests:test_registry", "//tests:test_docs",
-            "//tests:test_set_aside", "//tests:test_remembered"} <= set(targets)
-    assert "//tests:test_gpus" not in targets  # it reads no fix
-    unknown = subprocess.run([sys.executable, str(ROOT / "tools/fix_targets.py"), "no-such-fix"],
-                             capture_output=True, text=True)
-    assert unknown.returncode == 2 and "unknown fix id 'no-such-fix'" in unknown.stderr
 
 
 class CountMarker:

@@ -17,7 +17,7 @@ from fixmono.model.errors import NotApplicable, TargetSyntaxError, TransformFail
 from fixmono.model.projects import PROJECTS
 from fixmono.model.registry import discover
 from fixmono.sources.installed import installed_path
-from fixmono.testing import change_for, fixture_changes
+from fixmono.testing import change_for, fixture_changes, for_fix
 
 ERRORS = (NotApplicable, TargetSyntaxError, TransformFailed)
 
@@ -65,12 +65,12 @@ def test_the_catalogue_sets_aside_in_most_of_its_python_transformations():
     assert len(CATALOGUE) > 30, len(CATALOGUE)
 
 
-@pytest.mark.parametrize("name, change, text", CATALOGUE, ids=[item[0] for item in CATALOGUE])
+@pytest.mark.parametrize("name, change, text", [for_fix(item[0].split(":")[0], *item, id=item[0]) for item in CATALOGUE])
 def test_catalogue_inputs_give_what_the_whole_file_gives(name, change, text):
     assert outcome(change.transform, text, True) == outcome(change.transform, text, False)
 
 
-@pytest.mark.parametrize("name, change, path", INSTALLED, ids=[item[0] for item in INSTALLED])
+@pytest.mark.parametrize("name, change, path", [for_fix(item[0].split(":")[0], *item, id=item[0]) for item in INSTALLED])
 def test_installed_upstream_files_give_what_the_whole_file_gives(name, change, path):
     text = path.read_text(encoding="utf-8")
     assert outcome(change.transform, text, True) == outcome(change.transform, text, False)

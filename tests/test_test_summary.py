@@ -45,3 +45,28 @@ def test_each_skipped_case_is_listed_with_its_reason_before_the_counts(tmp_path,
     assert out.getvalue().splitlines()[-4:] == [
         "SKIPPED //a:t1 test_0: why 0 more", "SKIPPED //a:t1 test_1: why 1 more",
         "1 test targets; 2 test cases skipped", "2 passed, 0 failed"]
+
+
+def test_a_failing_target_is_named_when_bazel_reports_it_and_every_target_is_in_the_table(tmp_path, monkeypatch):
+    """tools/check_fix feeds two runs one after the other; a target with no case of its fix ran none."""
+    d = tmp_path / "a" / "t2"
+    d.mkdir(parents=True)
+    (d / "test.xml").write_text('<testsuites><testsuite tests="2" failures="1" errors="0" skipped="0">'
+                                '<testcase name="test_ok"/><testcase name="test_bad[x]"><failure message="no"/>'
+                                '</testcase></testsuite></testsuites>')
+    write_xml(tmp_path, "//a:t1", tests=3, failures=0, skipped=1)
+    write_xml(tmp_path, "//b:none", tests=0, failures=0)
+    out = ("INFO: a line\nFAIL: //a:t2 (see /x/test.log)\nmore output\n//a:t1    PASSED in 1.0s\n"
+           "//a:t2    FAILED in 2.0s\nINFO: the second run\n//b:none    PASSED in 0.5s\n")
+    monkeypatch.setattr(sys, "stdin", io.StringIO(out))
+    printed = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", printed)
+    assert test_summary.main(str(tmp_path)) == 1
+    lines = printed.getvalue().splitlines()
+    assert lines[1:3] == ["FAIL: //a:t2 (see /x/test.log)", "FAILED //a:t2: test_bad[x]"]  # before the run ended
+    table = lines[lines.index("//b:none    PASSED in 0.5s") + 1:]
+    assert [line.split() for line in table[:4]] == [["target", "result", "passed", "failed", "skipped"],
+                                                    ["//a:t1", "PASSED", "2", "0", "1"],
+                                                    ["//a:t2", "FAILED", "1", "1", "0"],
+                                                    ["//b:none", "no", "cases", "0", "0", "0"]]
+    assert table[-1] == "3 passed, 1 failed"

@@ -15,9 +15,9 @@ from fixmono.model.fix import ValidationNote
 from fixmono.model.outcome import FixOutcome, Status
 from fixmono.model.errors import FixtureUnavailable
 from fixmono.model.registry import discover
-from fixmono.testing import catalogue_tree, make_patch, make_repo
+from fixmono.testing import catalogue_tree, for_fix, make_patch, make_repo
 
-FIXES = discover()
+FIXES = [for_fix(f.id, f, id=f.id) for f in discover()]
 
 
 def texts(fix):
@@ -34,7 +34,7 @@ def texts(fix):
     return before, after
 
 
-@pytest.mark.parametrize("fix", FIXES, ids=[f.id for f in FIXES])
+@pytest.mark.parametrize("fix", FIXES)
 def test_every_fix_declares_a_check_that_passes_the_fix_and_rejects_no_fix(fix):
     assert fix.validate is not None, f"{fix.id} declares no validate="
     before, after = texts(fix)
@@ -44,7 +44,7 @@ def test_every_fix_declares_a_check_that_passes_the_fix_and_rejects_no_fix(fix):
     assert problem and not isinstance(problem, ValidationNote) and "\n" not in problem, problem
 
 
-@pytest.mark.parametrize("fix", FIXES, ids=[f.id for f in FIXES])
+@pytest.mark.parametrize("fix", FIXES)
 def test_a_wrong_output_fails_validation_with_the_reason(tmp_path, monkeypatch, capsys, fix):
     """make_patch --validate, with the transformation's output replaced by the
     unfixed text (status applied, as a broken transformation would report)."""
@@ -55,9 +55,9 @@ def test_a_wrong_output_fails_validation_with_the_reason(tmp_path, monkeypatch, 
     repo = make_repo(tmp_path / fix.upstream, tree)
     real = apply_run.apply_fix
 
-    def wrong(f, read, hint):
+    def wrong(f, read, *rest):
         if f.id != fix.id:
-            return real(f, read, hint)
+            return real(f, read, *rest)
         unchanged = {c.path: read(c.path).decode() for c in f.changes if read(c.path) is not None}
         return FixOutcome(f, Status.APPLIED, "edited (wrongly)", (), unchanged)
 

@@ -195,6 +195,15 @@ def published_wheel(dist: str, version: str) -> Path:
     return folder / wheel.name
 
 
+def for_fix(fix_ids: str | list[str], *values, id: str):
+    """A pytest parameter (the test's arguments `values`, named `id`) of the fix `fix_ids`, or of each
+    of several: marked with them, so that `--fix ID` (tools/pytest_main.py) keeps only the cases of
+    fix ID. Tests that parametrize over the catalogue make their cases with it, and
+    tools/check_fix runs the files that call it (tools/fix_targets.py)."""
+    import pytest
+    return pytest.param(*values, id=id, marks=pytest.mark.fix(*([fix_ids] if isinstance(fix_ids, str) else fix_ids)))
+
+
 def fixture_changes(fixes: list[Fix] | None = None):
     """(fix, change) for every declared fixture, from discovery."""
     return [(fix, change) for fix in (discover() if fixes is None else fixes)

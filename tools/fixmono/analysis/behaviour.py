@@ -53,6 +53,7 @@ class Run:
     node: dict = field(default_factory=dict)  # results.where(): host, Ray node, accelerator, driver
     attempts: int = 1  # more than 1: its node died and it ran again elsewhere (on_ray.py)
     reused: bool = False  # the verdict of an earlier run with the same inputs
+    figures: dict = field(default_factory=dict)  # the reproducer's numbers behind the verdict (its `details`)
 
 
 def runnable(fixes: list[Fix]) -> tuple[list[Fix], dict[str, str]]:
@@ -121,7 +122,7 @@ def run_here(fix: Fix, version: str, static: str, bases: list[Base], timeout: fl
         result = check(fix, timeout, python=base.python, before=before)
         verdict = VERDICTS[result["status"]]
         return Run(version, static, verdict, result["detail"], finding(static, verdict), time.monotonic() - start,
-                   base.python, base.version, results.where())
+                   base.python, base.version, results.where(), figures=result["figures"])
     last = bases[len(refused) - 1]
     return Run(version, static, CANNOT_RUN, f"no environment: {'; '.join(refused)}", "", time.monotonic() - start,
                last.python, last.version, results.where())

@@ -1,8 +1,8 @@
 """What a behavioural run carries besides its verdict: where it ran (host,
 Ray node, accelerator and driver), and a cache of verdicts so that a second
-run with the same inputs reuses them. A verdict is kept under (the source
-of the fix's folder and of the code that runs reproducers, the release, the
-backend, the interpreters); only real
+run with the same inputs reuses them. A verdict is kept under (what the
+reproducer runs of the fix's folder, not its tests or README; the code that
+runs reproducers; the release, the backend, the interpreters); only real
 verdicts are kept, never `cannot-run-here` (pip's or the network's reason
 may be gone next time)."""
 from __future__ import annotations
@@ -27,13 +27,21 @@ from fixmono.sources.upstream import cache_dir
 FORMAT = 1
 
 
+def reproducer_files(folder: Path) -> list[Path]:
+    """What a fix's reproducer can run or read in its folder: its modules (repro.py, fix.py, the
+    transform and hot-fix they import), fix.patch (an imported fix's hot-fix is made from it) and
+    fixtures/; not its tests (test_*.py), README.md, BUILD.bazel or recorded results/."""
+    modules = [p for p in folder.glob("*.py") if not p.name.startswith("test_")]
+    return sorted([*modules, *folder.glob("fix.patch"), *(p for p in folder.glob("fixtures/**/*") if p.is_file())])
+
+
 def fix_source(fix: Fix) -> str:
-    """sha256 of every .py of the fix's folder (its reproducer and what it imports there)."""
+    """sha256 of reproducer_files() of the fix's folder: editing its tests or README keeps its verdicts."""
     spec = importlib.util.find_spec(fix.package)
     folder = Path(list(spec.submodule_search_locations)[0])
     digest = hashlib.sha256()
-    for path in sorted(folder.glob("*.py")):
-        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    for path in reproducer_files(folder):
+        digest.update(path.relative_to(folder).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
 
 
@@ -56,7 +64,8 @@ def key(fix: Fix, version: str, interpreters: list[str]) -> str:
 
 # a kept verdict (behaviour.Run's fields): anything else in the cache is a miss, never an internal error
 KEPT = {"version": str, "static": str, "verdict": str, "detail": str, "finding": str, "seconds": float,
-        "python?": str, "python_version?": str, "node?": dict, "attempts?": int, "reused?": bool}
+        "python?": str, "python_version?": str, "node?": dict, "attempts?": int, "reused?": bool,
+        "figures?": dict}
 
 
 def load(result_key: str) -> dict | None:

@@ -39,17 +39,19 @@ def check(fix: Fix, timeout: float, python: str | None = None, before: tuple[str
     """The fix's reproducer under `python` (default: this interpreter), which
     imports this fixmono from where it is, and first what the folders `before`
     hold (drift --run: one release's environment). Killed with all it
-    started on timeout or Ctrl-C (processes.bounded)."""
+    started on timeout or Ctrl-C (processes.bounded). `figures`: the numbers
+    its verdict rests on (the reproducer's `details`), {} where it gave none."""
     module = f"{fix.package}.repro"
     try:
         proc = bounded(module_command("fixmono.runtime.run_repro", module, "--json", python=python),
                        env=child_env(before=before), timeout=timeout)
     except subprocess.TimeoutExpired:
-        return {"fix": fix.id, "status": CANNOT_RUN, "detail": f"reproducer ran past {timeout:g} s"}
+        return {"fix": fix.id, "status": CANNOT_RUN, "detail": f"reproducer ran past {timeout:g} s", "figures": {}}
     start = proc.stdout.find("{")
     try:
         report = json.loads(proc.stdout[start:]) if start >= 0 else None
     except json.JSONDecodeError:
         report = None
     status, detail = classify(proc.returncode, report)
-    return {"fix": fix.id, "status": status, "detail": detail}
+    figures = report.get("details") if isinstance(report, dict) else None
+    return {"fix": fix.id, "status": status, "detail": detail, "figures": figures if isinstance(figures, dict) else {}}

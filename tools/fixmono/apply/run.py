@@ -7,7 +7,7 @@ import time
 
 from fixmono.apply.contract import apply_fix
 from fixmono.apply.revert import confirm_reverted, revert_through_git
-from fixmono.model.errors import Unreadable
+from fixmono.model.errors import Unreadable, UserError
 from fixmono.model.fix import Fix, NotChecked, ValidationNote
 from fixmono.model.outcome import FixOutcome, Status
 from fixmono.model.patchfile import git_blob_id
@@ -88,5 +88,7 @@ def checked(fix: Fix, before: dict, after: dict):
     (a fix's own code must not stop the other fixes or make the command an internal error)."""
     try:
         return fix.validate(before, after)
+    except UserError:  # bad input the check was given (a headers folder that is not one): the user's to fix
+        raise
     except (Exception, SystemExit) as err:  # KeyboardInterrupt still stops the run
         return f"its check crashed: {type(err).__name__}: {err}"

@@ -1,8 +1,9 @@
 """`fixmono new PROJECT NAME --target PATH --function QUALNAME`: the folder of
 a hand-written fix, green from the first run: a working example transformation
 of the named function (its `return None` becomes `return 0.0`), a fixture
-shaped like the target, applied / already-applied / not-applicable cases, a
-README skeleton, BUILD.bazel, and the fix's row in the top README's table.
+shaped like the target, applied / already-applied / not-applicable cases, the
+check --validate runs (the function defined from the patched text and called),
+a README skeleton, BUILD.bazel, and the fix's row in the top README's table.
 Replace the example's edit with the fix's own (docs/adding-a-fix.md); then
 `tools/check_fix ID` runs every check a fix must pass.
 
@@ -121,10 +122,31 @@ class {camel}(LinePlanTransformer):
 
 TRANSFORM = PythonTransform({camel}, description="(fill in: the edit, in a few words)", anchor=f"function {{FUNCTION}}")
 '''
+    call = "function(None, 1)" if "." in function else "function(1)"
+    validate = f'''"""--validate: {function} defined alone from the patched text and called: the
+example's fix makes it return 0.0. Replace with the fix's own check: run the
+fixed code on an input that shows the bug (docs/adding-a-fix.md).
+"""
+from __future__ import annotations
+
+from typing import Mapping
+
+from fixmono.runtime.define import define
+
+TARGET, FUNCTION = {args.target!r}, {function!r}
+
+
+def check(before: Mapping[str, str], after: Mapping[str, str]) -> str | None:
+    """None when the patched text does what the fix is for, else the problem in one line."""
+    function = define(after[TARGET], FUNCTION, {{}})
+    got = {call}
+    return None if got == 0.0 else f"{{FUNCTION}}(1) returned {{got!r}}, not 0.0"
+'''
     fix_py = f'''"""(fill in: the bug in one line; the fix's README says the rest.)"""
 from fixmono.model import Case, Dep3, FileChange, Fix, Fixture
 
 from .transform import TRANSFORM
+from .validate import check
 
 TARGET = {args.target!r}
 
@@ -144,6 +166,7 @@ FIX = Fix(
              expect="already-applied"),
         Case("no {last} here", path=TARGET, before="def {neighbour}():\\n    return None\\n", expect="not-applicable"),
     ),
+    validate=check,
 )
 '''
     readme = f"""# (fill in: the bug, in one line)
@@ -169,7 +192,8 @@ Fix id: `{args.fix_id}` · scaffolded with `fixmono new` · target: `{args.targe
 ## Versions
 `fixmono drift --fix {args.fix_id}` gives the status on every published release.
 """
-    return {"__init__.py": "", "BUILD.bazel": build(with_wheel_test=False), "transform.py": transform, "fix.py": fix_py,
+    return {"__init__.py": "", "BUILD.bazel": build(with_wheel_test=False), "transform.py": transform,
+            "validate.py": validate, "fix.py": fix_py,
             "README.md": readme, f"fixtures/{fixture}": f"# shaped like upstream's {args.target}: written by us\n\n\n"
                                                           + before + other}
 

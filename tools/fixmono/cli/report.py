@@ -53,7 +53,8 @@ def read_payload(name: str) -> dict:
 
 TEXT = str  # a row's optional fields: the site writes them as text
 REPORT = {"matrix?": Maybe({str: [{"version": str, "status": str, "detail?": TEXT, "static?": TEXT}]}),
-          "runs?": Maybe({str: [{"version": str, "static": str, "verdict": str, "detail?": TEXT, "finding?": TEXT}]}),
+          "runs?": Maybe({str: [{"version": str, "static": str, "verdict": str, "detail?": TEXT, "finding?": TEXT,
+                                "figures?": dict}]}),
           "not_run?": Maybe({str: str})}
 
 
