@@ -9,7 +9,7 @@ linking and removing are not writes: they take no data blocks.
 
 - FAULT_ENOSPC_AT=K: the K-th write, and every later one, raises
   OSError(ENOSPC), as on a disk that something else keeps full (space this
-  run frees never comes back).
+  run frees never comes back); FAULT_ERRNO=EDQUOT: a quota instead.
 - FAULT_FREE_BYTES=N: os.statvfs under FAULT_ROOT reports N bytes available
   (so the run's own free-space check sees that much, whatever is there).
 - FAULT_LOG=FILE: one line per write ("KIND PATH"), also when nothing fails,
@@ -25,6 +25,7 @@ import sys
 
 ROOT = os.path.realpath(os.environ.get("FAULT_ROOT", "/nonexistent"))
 FAIL_AT = int(os.environ.get("FAULT_ENOSPC_AT", "0"))
+ERRNO = getattr(errno, os.environ.get("FAULT_ERRNO", "ENOSPC"))
 FREE = os.environ.get("FAULT_FREE_BYTES")
 LOG = os.environ.get("FAULT_LOG")
 _writes = 0
@@ -52,7 +53,7 @@ def _write(kind: str, path: str) -> None:
         with _real_open(LOG, "a") as log:
             log.write(f"{kind} {path}\n")
     if FAIL_AT and _writes >= FAIL_AT:  # as the system says it: mkdir names the path, a file's write does not
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), *([path] if kind == "mkdir" else []))
+        raise OSError(ERRNO, os.strerror(ERRNO), *([path] if kind == "mkdir" else []))
 
 
 class _Writer:

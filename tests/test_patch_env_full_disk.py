@@ -33,11 +33,11 @@ def faulty(python: Path, *args: str, **faults) -> subprocess.CompletedProcess:
                            *args], capture_output=True, text=True, timeout=300, env=env)
 
 
-def said_full(proc: subprocess.CompletedProcess, *words: str) -> None:
+def said_full(proc: subprocess.CompletedProcess, *words: str, full: str = "no space left on ") -> None:
     """One line, exit 2, no traceback, saying the disk is full and nothing changed."""
     assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr, proc.stderr
-    for word in ("no space left on ", "; the environment is unchanged", *words):
+    for word in (full, "; the environment is unchanged", *words):
         assert word in proc.stderr, proc.stderr
 
 
@@ -48,6 +48,11 @@ def writes_of(python: Path, tmp_path: Path, *args: str) -> int:
     proc = faulty(python, *args, log=log)
     assert proc.returncode == 0, proc.stderr
     return len(log.read_text().splitlines())
+
+
+@pytest.fixture
+def env(tmp_path):
+    return make_env(tmp_path, AFFECTED.before)
 
 
 def patched_then_undone(python: Path, site: Path, pristine: dict) -> None:
@@ -91,6 +96,28 @@ def test_a_disk_that_fills_at_each_write_leaves_every_byte_as_it_was(tmp_path, b
     patched_then_undone(python, site, pristine)
 
 
+def test_a_quota_met_writing_the_installed_file_is_said_and_put_back(env, tmp_path):
+    python, site = env
+    log = tmp_path / "writes.log"
+    assert faulty(python, SENTINEL, log=log).returncode == 0
+    k = next(n for n, line in enumerate(log.read_text().splitlines(), 1) if ".moe.py.fixmono-tmp" in line)
+    assert fixmono("patch-env", "--python", str(python), "--undo").returncode == 0
+    state = tree(site, bytecode=True)
+    said_full(faulty(python, SENTINEL, enospc_at=k, errno="EDQUOT"), " (needs ", full="disk quota exceeded on ")
+    assert tree(site, bytecode=True) == state
+
+
+def test_the_links_a_killed_run_kept_are_removed_by_the_next(env, tmp_path):
+    """A run keeps each file it replaces as a hard link in the journal folder
+    (old-N) until it is through; SIGKILLed before that, the next run removes them."""
+    python, site = env
+    run_killed_at("env-record-written", tmp_path, "patch-env", "--python", str(python), SENTINEL, module="fixmono")
+    assert list((site / JOURNAL_DIR).glob("old-*"))
+    assert fixmono("patch-env", "--python", str(python), SENTINEL).returncode == 0
+    assert not list((site / JOURNAL_DIR).glob("old-*"))
+    assert (site / MOE).read_text() == fixed(AFFECTED.before)
+
+
 @pytest.mark.parametrize("action", ["patch", "undo"])
 def test_a_run_that_does_not_fit_is_refused_before_any_write(tmp_path, action):
     python, site = make_env(tmp_path, AFFECTED.before)
@@ -98,7 +125,7 @@ def test_a_run_that_does_not_fit_is_refused_before_any_write(tmp_path, action):
         assert fixmono("patch-env", "--python", str(python), SENTINEL).returncode == 0
     args = ["--undo"] if action == "undo" else [SENTINEL]
     state = tree(site, bytecode=True)
-    for free in (0, 4096, 512 * 1024):  # the files are a few KB: the margin (1 MB) does not fit either
+    for free in (0, 4096, 512 * 1024):  # the files are a few KB: the margin (1 MiB) does not fit either
         log = tmp_path / f"writes-{free}.log"
         said_full(faulty(python, *args, free_bytes=free, log=log), "needs ", " MB free)")
         written = log.read_text().splitlines() if log.exists() else []
