@@ -419,7 +419,8 @@ def plan_writes(plan: Plan, journals: dict[Path, Journal], infos: dict) -> dict[
         for rel, (data, _) in targets.items():
             path = confined(site, rel)
             writes[path.parent].append(len(data))
-            writes[journal.folder / "store"] += [len(data)] + ([path.stat().st_size] if rel not in journal.files else [])
+            original = [] if rel in journal.files else [path.stat().st_size]  # stored once, at its first patch
+            writes[journal.folder / "store"] += [len(data), *original]
         records = {confined(site, f"{infos[site, rel]['dist_info']}/RECORD") for rel in targets
                    if infos[site, rel]["dist_info"]}
         for record in records:
