@@ -3,8 +3,10 @@ and `fixmono patch-env [--python PATH] --undo [FIX...] [--check]`: fix the
 installed files of an environment in place, and restore them byte for byte.
 
 Exit codes: 0 done, or nothing to do; 1 a fix failed or does not apply there
-(nothing written); 2 bad input or refused (one line, nothing written); 130
-interrupted (the journal holds what was under way: the next run completes it).
+(nothing written); 2 bad input or refused (one line, nothing written), or a
+disk too full for the run, found before or while writing (one line; what was
+written is put back); 130 interrupted (the journal holds what was under way:
+the next run completes it).
 """
 from __future__ import annotations
 
@@ -72,7 +74,7 @@ def work(args: argparse.Namespace, stage: dict) -> tuple[dict, int]:
     try:
         plan, diff = execute(env, folders, lambda journals: make_plan(journals=journals), check=args.check,
                              force=args.undo and args.force)
-    except OSError as err:  # a file vanished or a disk filled mid-run: the journal completes it next time
+    except OSError as err:  # a file vanished mid-run: what the run wrote is put back (journal.undo_on_error)
         raise os_error_as_user_error(err) from None
     payload = {"python": env.prefix, "python_executable": env.python, "action": "undo" if args.undo else "patch",
                "check": args.check, "fixes": [dataclasses.asdict(r) for r in plan.results], "notes": plan.notes,

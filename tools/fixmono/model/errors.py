@@ -2,6 +2,8 @@
 nothing of fixmono: the bottom of the package."""
 from __future__ import annotations
 
+import errno
+
 
 class UserError(Exception):
     """Bad input. The command line prints the message as one line and exits 2."""
@@ -35,6 +37,11 @@ class TargetSyntaxError(Exception):
 class TransformFailed(Exception):
     """The anchor is there but its shape is not what the transformation can
     edit safely (message says what it expected)."""
+
+
+def disk_full(err: BaseException) -> bool:
+    """A write refused for want of space: the disk is full, or the user's quota is."""
+    return isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT)
 
 
 def one_line(text) -> str:

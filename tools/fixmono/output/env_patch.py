@@ -5,8 +5,10 @@ so an install that has the fix upstream is `already-applied` and left alone.
 What can refuse is checked before anything is written: a fix that changes
 compiled code, a project that is not installed or is outside the range the fix
 is checked on, a file that no longer matches its RECORD hash (changed since
-install: --force), a folder that cannot be written. A fix that fails means
-nothing is written. The writes go through the journal (journal.py).
+install: --force), a folder that cannot be written, a filesystem without
+the free space the run needs (space.py). A fix that fails means nothing is
+written. The writes go through the journal (journal.py); a run that fails
+midway (a disk that fills anyway) puts back everything it wrote.
 """
 from __future__ import annotations
 
@@ -23,13 +25,14 @@ from packaging.version import InvalidVersion, Version
 
 from fixmono.apply.contract import apply_change
 from fixmono.apply.run import run
-from fixmono.model.errors import UserError
+from fixmono.model.errors import UserError, disk_full
 from fixmono.model.fix import Fix
 from fixmono.model.outcome import Status
 from fixmono.model.projects import PROJECTS, checked_range
 from fixmono.output.confine import confined, own_site, relative_to_site
-from fixmono.output.journal import (JOURNAL_DIR, Journal, begin, finish, locked, patch_env_command, record_entry,
-                                    sha256)
+from fixmono.output.journal import (JOURNAL_DIR, Journal, begin, compile_again, finish, json_text, locked,
+                                    patch_env_command, record_entry, sha256, undo_on_error)
+from fixmono.output.space import out_of_space, require_space
 from fixmono.sources.installed import Environment, InstalledFiles, dist_name, installed_path
 from fixmono.sources.verify import record_hash
 
@@ -120,6 +123,8 @@ def writable(folder: Path) -> str | None:
         probe.write_bytes(b"")
         probe.unlink()
     except OSError as err:
+        if disk_full(err):  # writable, but full: said as such by execute
+            raise
         return f"{folder} is not writable ({err.strerror})"
     return None
 
@@ -343,34 +348,96 @@ def execute(env: Environment, folders: list[Path], make_plan, check: bool = Fals
         plan = make_plan(journals)
         plan.notes[:0] = notes
         return plan, diff(plan)
-    require_writable(folders)
-    with ExitStack() as stack:
-        for site in folders:
-            stack.enter_context(locked(site))
-        return write(env, {site: Journal.read(site) for site in folders}, make_plan, force)
+    needs: dict[int, int] = {}  # device -> bytes the run is to write there
+    try:
+        require_writable(folders)
+        with ExitStack() as stack:
+            for site in folders:
+                stack.enter_context(locked(site))
+            return write(env, {site: Journal.read(site) for site in folders}, make_plan, needs, force)
+    except OSError as err:
+        if disk_full(err):  # written so far: put back by undo_on_error
+            raise out_of_space(err, needs) from None
+        raise
 
 
-def write(env: Environment, journals: dict[Path, Journal], make_plan, force: bool = False) -> tuple[Plan, None]:
-    notes, changed = [], set()
-    for site, journal in journals.items():
-        if any("pending" in e for e in journal.files.values()):
-            notes += [f"completed an interrupted patch-env in {site}", *finish(journal, env)]
-        stale = forget_stale(journal)
-        notes += stale
-        changed |= {site} if stale else set()
-    plan = make_plan(journals)
-    plan.notes[:0] = notes
-    if plan.blocked:
-        return plan, None
+def write(env: Environment, journals: dict[Path, Journal], make_plan, needs: dict[int, int],
+          force: bool = False) -> tuple[Plan, None]:
+    """The run under the locks: complete an interrupted one, forget stale
+    entries, plan, write. Every change is put back if any step fails
+    (undo_on_error); bytecode is compiled once the run is through."""
+    notes, changed, written = [], set(), []
+    with undo_on_error(journals):
+        for site, journal in journals.items():
+            if any("pending" in e for e in journal.files.values()):
+                require_space(completion_writes(journal), needs)
+                problems, files = finish(journal, env)
+                notes += [f"completed an interrupted patch-env in {site}", *problems]
+                written += files
+            stale = forget_stale(journal)
+            notes += stale
+            changed |= {site} if stale else set()
+        plan = make_plan(journals)
+        plan.notes[:0] = notes
+        if not plan.blocked:
+            written += write_plan(env, journals, plan, changed, needs, force)
+    if written:
+        compile_again(env.python, written)
+    return plan, None
+
+
+def write_plan(env: Environment, journals: dict[Path, Journal], plan: Plan, changed: set, needs: dict[int, int],
+               force: bool) -> list[Path]:
+    """Check the folders and the free space, then write: the journal's intent
+    (begin), then the files (finish). The files written."""
     infos = {(site, rel): plan.dists.get((site, rel)) or journals[site].files[rel]
              for site, targets in plan.targets.items() for rel in targets}
     require_writable([confined(site, rel).parent for site, rel in infos] +
                      [confined(site, info["dist_info"]) for (site, _), info in infos.items() if info["dist_info"]])
+    require_space(plan_writes(plan, journals, infos), needs)
     patched = [r.fix for r in plan.results if r.result == PATCHED]
+    written = []
     for site, journal in journals.items():
         targets = plan.targets.get(site)
         if targets:
             begin(journal, targets, {rel: info for (s, rel), info in infos.items() if s == site}, patched)
         if targets or site in changed:
-            plan.notes += finish(journal, env, force)
-    return plan, None
+            problems, files = finish(journal, env, force)
+            plan.notes += problems
+            written += files
+    return written
+
+
+def plan_writes(plan: Plan, journals: dict[Path, Journal], infos: dict) -> dict[Path, list[int]]:
+    """The files writing `plan` makes, by folder: each new file (its old one
+    stays until the run is through, to put back), the store's copy of it and
+    of each original not stored yet, each RECORD rewritten, and the journal
+    twice (with intent, then folded)."""
+    writes: dict[Path, list[int]] = defaultdict(list)
+    for site, targets in plan.targets.items():
+        journal = journals[site]
+        for rel, (data, _) in targets.items():
+            path = confined(site, rel)
+            writes[path.parent].append(len(data))
+            original = [] if rel in journal.files else [path.stat().st_size]  # stored once, at its first patch
+            writes[journal.folder / "store"] += [len(data), *original]
+        records = {confined(site, f"{infos[site, rel]['dist_info']}/RECORD") for rel in targets
+                   if infos[site, rel]["dist_info"]}
+        for record in records:
+            writes[record.parent].append(record.stat().st_size if record.is_file() else 0)
+        writes[journal.folder] += [len(json_text(journal.data)) + 1024 * len(targets)] * 2
+    return writes
+
+
+def completion_writes(journal: Journal) -> dict[Path, list[int]]:
+    """The files completing an interrupted run makes: its pending files, their RECORDs, the journal."""
+    writes: dict[Path, list[int]] = defaultdict(list)
+    for rel, entry in journal.files.items():
+        if "pending" in entry:
+            stored = journal.folder / "store" / entry["pending"]["to"]
+            writes[journal.path(rel).parent].append(stored.stat().st_size if stored.is_file() else 0)
+            record = journal.record_path(rel)
+            if record is not None and record.is_file():
+                writes[record.parent].append(record.stat().st_size)
+    writes[journal.folder].append(len(json_text(journal.data)))
+    return writes

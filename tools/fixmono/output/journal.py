@@ -12,6 +12,8 @@ the dist-info RECORD, drops stale bytecode and folds `pending` in. A run
 killed at any point leaves each file at `from` or `to`, and the next run's
 `finish` completes it (it rolls forward only from those two states: a file
 something else changed since is left alone, reported, and kept in the journal).
+A run that stops on an error (a full disk) puts back everything it changed
+instead (`undo_on_error`): the environment is as it was before the run.
 
 The journal is untrusted input (whoever can write the environment can write
 it): it is read through one shape (model/shapes.py), every path in it is
@@ -30,11 +32,11 @@ import re
 import shutil
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import fixmono
-from fixmono.model.errors import UserError, one_line
+from fixmono.model.errors import UserError, describe, disk_full, one_line
 from fixmono.model.shapes import Maybe, Test, checked, parsed
 from fixmono.output.confine import check_rel, confined, within
 from fixmono.sources.processes import bounded
@@ -83,13 +85,21 @@ def sync_folder(folder: Path) -> None:
 def write_atomic(path: Path, data: bytes, mode: int | None = None) -> None:
     """`path` holds its old bytes or `data`, never part of either (temporary
     file beside it, fsync, rename, fsync of the folder). A link at `path` is
-    replaced by the file, never written through."""
+    replaced by the file, never written through. A failed write (a full disk)
+    leaves no temporary file and names `path`."""
     tmp, fd = new_tmp(path)
-    with os.fdopen(fd, "wb") as out:
-        out.write(data)
-        out.flush()
-        os.fsync(out.fileno())
-    os.chmod(tmp, 0o644 if mode is None else mode)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(tmp, 0o644 if mode is None else mode)
+        before_change(path)
+    except BaseException as err:
+        tmp.unlink(missing_ok=True)
+        if isinstance(err, OSError) and err.filename is None:  # a file object's write does not say where
+            err.filename = str(path)
+        raise
     os.replace(tmp, path)
     sync_folder(path.parent)
 
@@ -100,8 +110,107 @@ def link_atomic(path: Path, target: str) -> None:
     os.close(fd)
     os.unlink(tmp)
     os.symlink(target, tmp)
+    before_change(path)
     os.replace(tmp, path)
     sync_folder(path.parent)
+
+
+def remove(path: Path) -> None:
+    """Remove a file (undoably, within `undo_on_error`)."""
+    if os.path.lexists(path):
+        before_change(path)
+        path.unlink(missing_ok=True)
+
+
+@dataclass
+class Undo:
+    """What a run changed on disk, to put it back if the run stops on an
+    error. Before its first change, a path is kept as a hard link in its
+    site's journal folder (old-N), or noted as new. Putting back only renames
+    and removes: it needs no free space, so it works on the full disk that
+    stopped the run."""
+
+    folders: dict[Path, Path]  # site -> its journal folder (a hard link cannot leave the filesystem)
+    steps: list = field(default_factory=list)  # (path, its kept link; None: new; "lost": could not be kept)
+
+    def sweep(self) -> None:
+        """Remove the links a killed run kept."""
+        for folder in self.folders.values():
+            for left in folder.glob("old-*"):
+                left.unlink(missing_ok=True)
+
+    def note(self, path: Path) -> None:
+        if any(done == path for done, _ in self.steps):
+            return  # kept at its first change: that is the state to put back
+        self.steps.append((path, self.keep(path) if os.path.lexists(path) else None))
+
+    def keep(self, path: Path) -> Path | str:
+        """A hard link to `path` in its site's journal folder, or "lost"."""
+        site = next((s for s in self.folders if within(str(path), str(s))), None)
+        if site is None:
+            return "lost"
+        kept = self.folders[site] / f"old-{len(self.steps)}"
+        try:
+            os.link(path, kept, follow_symlinks=False)
+        except OSError as err:  # no hard links here (EPERM, EXDEV): the write stays crash-safe, not undoable
+            if disk_full(err):
+                raise
+            return "lost"
+        return kept
+
+    def put_back(self) -> None:
+        """Newest first, so each step leaves a state a run killed there
+        could have left (the journal's next run completes it)."""
+        for path, kept in reversed(self.steps):
+            if kept == "lost":
+                raise UserError(f"{path}: no copy of its old state could be kept (no hard links there)")
+            if kept is None and path.is_dir() and not path.is_symlink():
+                path.rmdir()
+            elif kept is None:
+                path.unlink(missing_ok=True)
+            else:
+                os.replace(kept, path)
+            sync_folder(path.parent)
+
+    def drop(self) -> None:
+        for _, kept in self.steps:
+            if isinstance(kept, Path):
+                kept.unlink(missing_ok=True)
+
+
+_undo: Undo | None = None  # the Undo of the run now writing, if any
+
+
+def before_change(path: Path) -> None:
+    """Called before `path` is replaced, removed or made."""
+    if _undo is not None:
+        _undo.note(path)
+
+
+@contextmanager
+def undo_on_error(sites):
+    """Within this, an error puts back every change to the sites (their
+    files, RECORDs, journals), then goes on up: a full disk, or any failure
+    mid-run, leaves the environment as it was. A Ctrl-C or kill does not put
+    back: the journal completes that run next time. Hold the sites' locks."""
+    global _undo
+    undo = Undo({Path(site): journal_folder(Path(site)) for site in sites})
+    undo.sweep()
+    _undo = undo
+    try:
+        yield
+    except Exception as err:
+        _undo = None
+        try:
+            undo.put_back()
+        except (OSError, UserError) as failed:
+            raise UserError(f"{describe(err)}; putting back what this run changed failed too ({describe(failed)}): "
+                            "the journal holds what was under way: the next patch-env (or --undo) completes it") \
+                from err
+        raise
+    finally:
+        _undo = None
+    undo.drop()
 
 
 def journal_folder(site: Path) -> Path:
@@ -181,7 +290,9 @@ class Journal:
         digest = sha256(data)
         blob = self.folder / "store" / digest
         if blob.is_symlink() or not blob.is_file() or sha256(blob.read_bytes()) != digest:
-            blob.parent.mkdir(parents=True, exist_ok=True)
+            if not blob.parent.is_dir():
+                before_change(blob.parent)
+                blob.parent.mkdir()
             write_atomic(blob, data)
         return digest
 
@@ -273,7 +384,7 @@ class Journal:
         store = self.folder / "store"
         for blob in store.glob("*") if store.is_dir() else ():
             if blob.name not in used:
-                blob.unlink(missing_ok=True)
+                remove(blob)
         live = {fix for e in self.files.values() for fix in (e["fixes"] + e.get("pending", {}).get("fixes", []))}
         self.data["fixes"] = {k: v for k, v in self.data["fixes"].items() if k in live}
 
@@ -397,7 +508,7 @@ def drop_bytecode(site: Path, rel: str) -> list[Path]:
         return []
     gone = [p for p in cache.glob(f"{stem}.*.pyc") if p.name.split(".")[0] == stem]
     for pyc in gone:
-        pyc.unlink(missing_ok=True)
+        remove(pyc)
     return gone
 
 
@@ -449,11 +560,12 @@ def restore(journal: Journal, rel: str, to: str) -> None:
     write_atomic(path, data, mode)
 
 
-def finish(journal: Journal, env, force: bool = False) -> list[str]:
-    """Bring every pending file to its `to` state, RECORD and bytecode with it,
-    and fold the journal. Returns one line per file it could not finish (kept
-    in the journal, with its originals). `force`: a file changed by something
-    else is brought to `to` all the same (--undo --force)."""
+def finish(journal: Journal, env, force: bool = False) -> tuple[list[str], list[Path]]:
+    """Bring every pending file to its `to` state, RECORD with it, drop its
+    bytecode, and fold the journal. Returns one line per file it could not
+    finish (kept in the journal, with its originals), and the files written
+    (for compile_again once the run is through). `force`: a file changed by
+    something else is brought to `to` all the same (--undo --force)."""
     problems, written = [], []
     for rel, entry in list(journal.files.items()):
         pending = entry.get("pending")
@@ -485,8 +597,6 @@ def finish(journal: Journal, env, force: bool = False) -> list[str]:
         del entry["pending"]
         if not entry["fixes"]:
             journal.files.pop(rel)
-    if written:
-        compile_again(env.python, written)
     journal.forget_unused()
     journal.save()
-    return problems
+    return problems, written
