@@ -173,3 +173,31 @@ def test_a_run_whose_fresh_holder_another_run_swept_makes_another(tmp_path, monk
     folder, fd = scratch.made_and_claimed(make, ".marker")
     assert folder == made[1] and (folder / ".marker").exists() and not scratch.abandoned(folder / ".marker")
     os.close(fd)
+
+
+FINALISER_PROBE = """
+import sys, time
+from fixmono.cli import guard
+
+class FreedAsTheSignalCame:  # what a Popen's __del__ meets when Ctrl-C lands in it
+    def __del__(self):
+        raise KeyboardInterrupt
+
+def work(args):
+    FreedAsTheSignalCame()
+    for _ in range(500):  # the rest of the run, which the Ctrl-C must still stop
+        time.sleep(0.01)
+    return {}, 0
+
+sys.exit(guard.run_command("probe", [], lambda argv: type("Args", (), {"json": False})(), work,
+                           lambda payload, args: "finished\\n"))
+"""
+
+
+def test_a_ctrl_c_that_lands_in_a_finaliser_still_stops_the_run_in_one_line():
+    """Python prints 'Exception ignored in: <function Popen.__del__ ...>' and drops the KeyboardInterrupt
+    when it lands in a finaliser (seen under load in test_hostile): the run must still stop, in one line."""
+    run = subprocess.run([sys.executable, "-c", FINALISER_PROBE], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYTHONPATH": str(REPO_ROOT / "tools")})
+    assert run.returncode == 130 and run.stdout == "", (run.returncode, run.stdout, run.stderr)
+    assert run.stderr == "probe: interrupted\n", run.stderr

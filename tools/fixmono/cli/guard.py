@@ -92,6 +92,17 @@ def guarded(prog: str, work, interrupted: str = "interrupted", cleanup=lambda: N
     return None, code
 
 
+def interrupt_not_lost(unraisable) -> None:
+    """A Ctrl-C that lands in a finaliser (a Popen freed as the signal came) is
+    'ignored' by Python, with a traceback: sent again instead, a moment later
+    from another thread (raised here it would land in this hook), so that
+    guarded ends the run as for any other Ctrl-C. Other cases: Python's own hook."""
+    if isinstance(unraisable.exc_value, KeyboardInterrupt):
+        threading.Timer(0.01, os.kill, (os.getpid(), signal.SIGINT)).start()
+    else:
+        sys.__unraisablehook__(unraisable)
+
+
 def run_command(prog: str, argv: list[str] | None, parse, work, render, interrupted="interrupted",
                 cleanup=lambda: None) -> int:
     """The whole of a command: `parse(argv)` gives its arguments, `work(args)`
@@ -99,6 +110,7 @@ def run_command(prog: str, argv: list[str] | None, parse, work, render, interrup
     --json the output is render.envelope's object, errors included."""
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.default_int_handler)  # from here on, Ctrl-C is handled by guarded
+        sys.unraisablehook = interrupt_not_lost
     if "BUILD_WORKING_DIRECTORY" in os.environ:  # under `bazel run`
         os.chdir(os.environ["BUILD_WORKING_DIRECTORY"])
     argv = sys.argv[1:] if argv is None else argv
