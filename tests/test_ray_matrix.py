@@ -8,12 +8,7 @@ Shown: rocm cells land only on worker 1 (by node id), CPU cells spread over
 both, a cuda cell no node offers is said, the verdicts equal a local run's
 for the same cells (wall times printed side by side), a second run reuses
 every verdict, a worker killed mid-run gives a retry on the other node or
-`lost` with the count, and Ctrl-C leaves no reproducer running anywhere. The
-fixes are the test's own (made up: folders written by the test into a copy
-of the tree the nodes run, and the same reproducers as packages of this
-process for the local run): four CPU fixes whose reproducers answer at once, a rocm one
-that says it needs ROCm, a cuda one no node offers, and one whose reproducer
-takes 15 s (long enough to be killed under)."""
+`lost` with the count, and Ctrl-C leaves no reproducer running anywhere."""
 import os
 import signal
 import subprocess
@@ -21,57 +16,27 @@ import sys
 import textwrap
 import threading
 import time
-from types import SimpleNamespace
 
 import pytest
 
 from fixmono.analysis import behaviour
 from fixmono.analysis.drift import Cell
 from fixmono.analysis.envs import Base
+from fixmono.model.registry import discover
 from fixmono.runtime.child import child_env
 from fixmono.testing import RayCluster, marked
-from tests.helpers import throwaway_fix, tree_env, tree_with_fixes
 
 ray = pytest.importorskip("ray", reason="Ray is the optional extra fixmono[ray] (tools/setup installs it)")
 
 from fixmono.analysis import on_ray  # noqa: E402  (imports ray)
 
 BASE = Base.of(sys.executable)
+FIXES = {f.id: f for f in discover()}
 CPU_FIXES = {  # fix id -> the project whose installed release it runs against here
-    "jaxlib-made-up": "jaxlib", "jax-made-up": "jax", "transformers-made-up": "transformers", "pytorch-made-up": "torch",
+    "jaxlib-rocm-plugin-discovery": "jaxlib", "jax-cudnn-gqa-kv-offsets": "jax",
+    "transformers-moe-sentinel-router-grad": "transformers", "pytorch-memory-budget-rng-recompute": "torch",
 }
-ROCM_FIX, CUDA_FIX, SLOW_FIX = "pytorch-made-up-rocm", "pytorch-made-up-cuda", "transformers-made-up-slow"
-UPSTREAM = {"jaxlib": "jaxlib", "jax": "jax", "transformers": "transformers", "torch": "pytorch"}
-
-
-def answering(verdict: str, seconds: int = 0, needs: str | None = None) -> str:
-    """repro.py of a made-up fix: after `seconds`, `verdict` (needing `needs`)."""
-    return ("import time\nfrom fixmono.model.fix import ReproResult, Verdict\nfrom fixmono.runtime.repro import cli\n\n\n"
-            f"def main(argv=None):\n    time.sleep({seconds})\n"
-            f"    return cli(lambda: ReproResult(Verdict.{verdict}, 'made up', needs={needs!r}), '', argv)\n")
-
-
-# fix id -> (upstream, what its reproducer needs, repro.py)
-MADE_UP = {**{fix_id: (UPSTREAM[dist], "cpu", answering("REPRODUCED")) for fix_id, dist in CPU_FIXES.items()},
-           ROCM_FIX: ("pytorch", "rocm", answering("SKIPPED", needs="a ROCm GPU (rocm)")),
-           CUDA_FIX: ("pytorch", "cuda", answering("SKIPPED", needs="cuda")),
-           SLOW_FIX: ("transformers", "cpu", answering("REPRODUCED", seconds=15))}
-FIXES = {fix_id: SimpleNamespace(id=fix_id, package=fix_id.replace("-", "_"), upstream=upstream, repro_needs=needs)
-         for fix_id, (upstream, needs, _) in MADE_UP.items()}
-
-
-@pytest.fixture(scope="module", autouse=True)
-def made_up_packages(tmp_path_factory):
-    """The made-up fixes' packages, importable here and in the local run's reproducers."""
-    root = tmp_path_factory.mktemp("made-up")
-    for fix_id, (_, _, repro) in MADE_UP.items():
-        (root / FIXES[fix_id].package).mkdir()
-        (root / FIXES[fix_id].package / "__init__.py").write_text("")
-        (root / FIXES[fix_id].package / "repro.py").write_text(repro)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.syspath_prepend(str(root))
-        patch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])))
-        yield root
+ROCM_FIX, CUDA_FIX = "pytorch-batchnorm-negative-running-var", "pytorch-sdpa-mask-grad-logsumexp"
 OFFLINE = ["--no-index", "--find-links", os.devnull]  # an environment to build fails at once, without network
 
 
@@ -80,14 +45,9 @@ def statics(ids) -> dict:
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory, made_up_packages):
-    """The nodes run a copy of the tree with the made-up fixes (a cell finds its fix by id there)."""
-    tree = tree_with_fixes(tmp_path_factory.mktemp("tree") / "repo", {
-        f"fixes/{upstream}/{FIXES[fix_id].package}": throwaway_fix(upstream, fix_id, f"{upstream}/_made_up.py", repro,
-                                                                  needs)
-        for fix_id, (upstream, needs, repro) in MADE_UP.items()})
+def cluster(tmp_path_factory):
     cache = tmp_path_factory.mktemp("cluster-cache")
-    env = {"PYTHONPATH": tree_env(tree)["PYTHONPATH"], "FIXMONO_CACHE": str(cache),
+    env = {"PYTHONPATH": child_env()["PYTHONPATH"], "FIXMONO_CACHE": str(cache),
            "RAY_health_check_period_ms": "1000", "RAY_health_check_failure_threshold": "3"}
     started = time.monotonic()
     c = RayCluster([{"num_cpus": 1, "num_gpus": 1, "resources": {"rocm": 1}}, {"num_cpus": 1}], env=env)
@@ -156,10 +116,10 @@ def test_ctrl_c_cancels_every_task(cluster, tmp_path):
         import sys
         from fixmono.analysis import on_ray
         from fixmono.analysis.drift import Cell
-        from types import SimpleNamespace
+        from fixmono.model.registry import discover
         ray = on_ray.connect({cluster.address!r})
-        fixes = [SimpleNamespace(**{vars(FIXES[SLOW_FIX])!r})]
-        cells = {{{SLOW_FIX!r}: [Cell({BASE.installed['transformers']!r}, "applied", "", "n/a")]}}
+        fixes = [f for f in discover() if f.id == "transformers-pin-moe-routing"]
+        cells = {{"transformers-pin-moe-routing": [Cell({BASE.installed['transformers']!r}, "applied", "", "n/a")]}}
         on_ray.run_matrix(ray, cells, fixes, [], 300, [], 0, fresh=True)
     """)
     driver = subprocess.Popen([sys.executable, "-c", script], env=child_env(), stdout=subprocess.PIPE,
@@ -190,7 +150,7 @@ def run_in_thread(*args, **kw):
 def test_a_killed_worker_gives_a_retry_then_lost(cluster):
     """Last: it kills both workers. First worker 2 dies under a CPU cell, which runs again on worker 1
     (attempt 2); then worker 1, the only rocm node, dies under a rocm cell with no retry left: lost."""
-    slow = SLOW_FIX
+    slow = "transformers-pin-moe-routing"  # ~20 s: long enough to be killed under
     nodes = cluster.node_ids()
     cells = {slow: [Cell(BASE.installed["transformers"], "applied", "", "n/a")]}
     blocker = on_ray.placement(FIXES[slow])  # keep worker 1 busy so that the cell starts on worker 2

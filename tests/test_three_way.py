@@ -217,3 +217,14 @@ def test_a_name_renamed_on_one_line_but_kept_on_another_is_not_renamed(tmp_path)
 def git_diff(before: str, after: str) -> str:
     import difflib
     return "".join(difflib.unified_diff(before.splitlines(True), after.splitlines(True), f"a/{PATH}", f"b/{PATH}"))
+
+
+def test_a_release_that_has_the_fix_already_is_already_applied_with_the_pre_image_at_hand(tmp_path):
+    """The fix itself on the release (its lines changed in place as the diff changes them): no edit to make,
+    not a change merged into itself."""
+    repo, patch = branches(tmp_path, RELEASE.replace(*FIX[::1]).replace("        data = read(path, retries=3)\n"
+                                                                         "        if data is None:\n",
+                                                                         "        data = read(path, retries=3)\n"
+                                                                         "        if not data:\n", 1))
+    result = port(patch, repo)
+    assert result["status"] == "already-applied", result

@@ -390,6 +390,8 @@ class DiffTransform:
         # or between places of the scope the diff names, at exactly the line it names (place())
         is_pre_image = self.old_blob is not None and blob_id(source).startswith(self.old_blob)
         planned, evidence = self.through_pre_image(source, pre_image, is_pre_image)
+        if planned == three_way.PRESENT:  # each change stands where the pre-image has its lines, as the diff makes it
+            return Rewrite(source, 0, len(self.hunks), (), tuple(h.label for h in self.hunks), evidence)
         anchored = is_pre_image
         alike = alike_after(self.hunks)
         for n, hunk in enumerate(self.hunks):
@@ -447,6 +449,8 @@ class DiffTransform:
         if not three_way.verified(pre, self.hunks):
             return None, f"by its hunks: the pre-image ({blob}) does not hold them"
         planned = three_way.placements(pre, lines_of(source), self.hunks)
+        if planned == three_way.PRESENT:
+            return planned, f"its changes stand here where its pre-image ({blob}) has their lines"
         if planned is None:
             return None, f"by its hunks: the lines a change edits, or their neighbours, differ here from its " \
                          f"pre-image ({blob})"

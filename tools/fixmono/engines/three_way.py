@@ -24,10 +24,15 @@ def verified(pre: list[str], hunks: tuple[Hunk, ...]) -> bool:
                for h in hunks)
 
 
-def placements(pre: list[str], target: list[str], hunks: tuple[Hunk, ...]) -> list[tuple] | None:
-    """For each hunk (in order): (start, stop, replacement, rows of added lines in it, merged) on
+PRESENT = "present"  # every change of a hunk stands in the target as the diff makes it
+
+
+def placements(pre: list[str], target: list[str], hunks: tuple[Hunk, ...]) -> list[tuple] | str | None:
+    """For each hunk (in order): (start, stop, replacement, rows of added lines in it, edited) on
     `target` as it is before any hunk, `edited` {row of hunk.lines: its text here} for the rows made to
-    fit the target (a line both changed, merged; a name the target renamed); None when one change of one hunk cannot be placed by the alignment."""
+    fit the target (a line both changed, merged; a name the target renamed). PRESENT where every
+    hunk's changes stand in the target already; None where one change cannot be placed by the
+    alignment, or some hunks are there and some not."""
     here = aligned(pre, target)
     out = []
     for hunk in hunks:
@@ -35,6 +40,10 @@ def placements(pre: list[str], target: list[str], hunks: tuple[Hunk, ...]) -> li
         if placed is None:
             return None
         out.append(placed)
+    if all(placed == PRESENT for placed in out):
+        return PRESENT  # every hunk's changes stand there already, as the diff makes them
+    if PRESENT in out:
+        return None  # some hunks there, some not: the hunks judge it
     ends = [(start, stop) for start, stop, *_ in out]
     if any(stop > start_next for (_, stop), (start_next, _) in zip(ends, ends[1:])):
         return None  # two hunks over one line of the target
@@ -57,6 +66,7 @@ def placement(hunk: Hunk, here: dict[int, int], pre: list[str], target: list[str
     rows = [(k, renamed(t, rename) if k == "+" else t) for k, t in hunk.lines]
     edited = {r: t for r, (k, t) in enumerate(rows) if t != hunk.lines[r][1]}  # row -> its text here
     changes = []  # (target start, target stop, added lines)
+    present = []  # changes the target holds already, line for line where the pre-image has their lines
     at = hunk.start - 1 if hunk.old else hunk.start  # the pre-image line the hunk's rows walk
     i = 0
     while i < len(rows):
@@ -74,6 +84,10 @@ def placement(hunk: Hunk, here: dict[int, int], pre: list[str], target: list[str
             if spot is None or removed != len(added):
                 return None
             theirs = target[spot[0]:spot[1]]
+            if theirs == added:  # the target holds this change already
+                present.append(True)
+                at, i = at + removed, j
+                continue
             added = [merge_line(pre[at + n], added[n], theirs[n]) for n in range(removed)]
             if None in added:
                 return None
@@ -83,7 +97,9 @@ def placement(hunk: Hunk, here: dict[int, int], pre: list[str], target: list[str
             edited.update({plus[n]: added[n] for n in range(removed)})
         changes.append((*spot, added))
         at, i = at + removed, j
-    if not changes:
+    if present and not changes:
+        return PRESENT
+    if not changes or present:  # some of it here already, some not: the hunks judge it
         return None
     start, stop = changes[0][0], changes[-1][1]
     replacement, new_rows, cursor = [], [], start
