@@ -486,7 +486,7 @@ def test_the_next_steps_name_every_file_left_to_write(upstream, tree, tmp_path):
         assert needed in said, (needed, said)
     from fixmono.cli.imported_files import EXAMPLE
     from fixmono.testing import REPO_ROOT
-    assert f"each as {EXAMPLE}/ has it" in said
+    assert f"fix.py's fields and the tests as {EXAMPLE}/ has them" in said
     assert all((REPO_ROOT / EXAMPLE / name).is_file() for name in ("repro.py", "test_fix.py", "test_real_wheels.py"))
 
 

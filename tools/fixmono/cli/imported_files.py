@@ -175,13 +175,15 @@ Fix id: `{fix.id}` · imported with `fixmono import` · origin: {origin}
 
 def next_steps(folder: str, fix_id: str) -> list[str]:
     """What is left to write by hand, in order (docs/adding-a-fix.md, 'Importing an upstream fix')."""
-    return [f"next, for {fix_id} (each as {EXAMPLE}/ has it):",
+    return [f"next, for {fix_id} (docs/adding-a-fix.md, 'Importing an upstream fix'; fix.py's fields and the "
+            f"tests as {EXAMPLE}/ has them):",
             f"  1. {folder}/repro.py: measure() runs the code the fix changes and returns numbers, wrong() says "
             "what is wrong in them; two_sided() runs it without and with the hot-fix",
             f"  2. {folder}/fix.py: reproduce=, repro_needs= (cpu, cuda or rocm) are set; add dep3= (where the "
-            "fix comes from and which release has it) and backends= where the diff's defaults are wrong",
+            "fix comes from and which release has it) and backends= where the default (rocm, cuda, cpu) is wrong",
             f"  3. {folder}/test_fix.py runs the reproducer both ways (on= where the installed release has the "
             "fix); test_real_wheels.py: a release with the bug and the first with the fix (release_result)",
-            f"  4. {folder}/README.md: every '(fill in ...)'; README.md: the release column of its row",
+            f"  4. {folder}/README.md: every '(fill in ...)'; README.md: the release column of its row "
+            f"(tools/drift_matrix --fix {fix_id} gives the status on every release)",
             f"  5. tools/check_fix {fix_id}; then patches/: tools/make_patch --all --upstream default --out patches",
             f"undo the import: rm -r {folder}, and take its row out of README.md"]
