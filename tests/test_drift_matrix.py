@@ -89,17 +89,23 @@ def test_bad_input_is_one_line_before_any_download(tmp_path, args, message):
     assert list(tmp_path.iterdir()) == []  # no report, no partial one
 
 
+def releases_of_the_diff(tmp_path, texts: dict[str, str]) -> dict:
+    """TF_DIFF as fix.patch and one made-up transformers wheel per {version: TF_PATH's text} in a local
+    find-links folder; the environment that reads them from there."""
+    links = tmp_path / "links"
+    links.mkdir()
+    for version, text in texts.items():
+        write_wheel(links, "transformers", version, {"transformers/__init__.py": "", TF_PATH: text})
+    (tmp_path / "fix.patch").write_text(TF_DIFF)
+    return {**os.environ, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(links), "FIXMONO_CACHE": str(tmp_path / "cache")}
+
+
 def test_a_diff_over_releases_from_a_find_links_folder(tmp_path):
     """--diff: the user's patch over three releases served from a local
     find-links folder (wheels made here): applied where it was made, applied
     where a method above moved it, not-applicable where its code is absent."""
-    links = tmp_path / "links"
-    links.mkdir()
     moved = TF_TEXT.replace("class Scheduler:\n", "class Scheduler:\n    def reset(self):\n        self.step = 0\n\n")
-    for version, text in (("9.0.0", "x = 1\n"), ("9.1.0", TF_TEXT), ("9.2.0", moved)):
-        write_wheel(links, "transformers", version, {"transformers/__init__.py": "", TF_PATH: text})
-    (tmp_path / "fix.patch").write_text(TF_DIFF)
-    env = {**os.environ, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(links), "FIXMONO_CACHE": str(tmp_path / "cache")}
+    env = releases_of_the_diff(tmp_path, {"9.0.0": "x = 1\n", "9.1.0": TF_TEXT, "9.2.0": moved})
     proc = run("--diff", tmp_path / "fix.patch", "--versions", "transformers=9.0.0,9.1.0,9.2.0", "--json",
                "--html", tmp_path / "site", env=env)
     assert proc.returncode == 0, proc.stderr
@@ -115,13 +121,8 @@ def test_a_diff_over_releases_from_a_find_links_folder(tmp_path):
 def test_the_table_says_why_a_release_got_no_patch_and_counts_refusals_apart(tmp_path):
     """A refusal (failed) and a not-applicable carry their reason into the markdown table, escaped for it; the
     summary counts a refusal as an answer with a reason, not as a fix-version handled wrongly."""
-    links = tmp_path / "links"
-    links.mkdir()
     other_form = TF_TEXT.replace("return step / self.warmup", "return step / float(self.warmup)")
-    for version, text in (("9.0.0", "x = 1\n"), ("9.1.0", TF_TEXT), ("9.3.0", other_form)):
-        write_wheel(links, "transformers", version, {"transformers/__init__.py": "", TF_PATH: text})
-    (tmp_path / "fix.patch").write_text(TF_DIFF)
-    env = {**os.environ, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(links), "FIXMONO_CACHE": str(tmp_path / "cache")}
+    env = releases_of_the_diff(tmp_path, {"9.0.0": "x = 1\n", "9.1.0": TF_TEXT, "9.3.0": other_form})
     proc = run("--diff", tmp_path / "fix.patch", "--versions", "transformers=9.0.0,9.1.0,9.3.0", env=env)
     assert proc.returncode == 1, proc.stderr  # no patch for one release: not a clean run
     rows = {line.split(" | ")[0].strip("| "): line for line in proc.stdout.splitlines() if line.startswith("| 9.")}

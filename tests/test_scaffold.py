@@ -158,16 +158,23 @@ class StubFix:
         return self.text
 
 
-def test_two_fixes_on_one_file_whose_fixtures_clash_are_told_how(monkeypatch):
-    """Each fixture holds the other's marker too: joined, each fix finds two sites where it declares one."""
-    a = StubFix("fix-a", FileChange("torch/shared.py", CountMarker("# A"), sites=1, fixture=Fixture("x")),
-                "# A\n# B!\n# B!\n")
-    b = StubFix("fix-b", FileChange("torch/shared.py", CountMarker("# B"), sites=1, fixture=Fixture("x")),
-                "# B\n# A!\n# A!\n")
-    monkeypatch.setattr(testing, "discover", lambda: [a, b])
+def marked(fix_id: str, marker: str, path: str, text: str) -> StubFix:
+    """A fix whose one site is `marker`'s line in `path`, its fixture `text`."""
+    return StubFix(fix_id, FileChange(path, CountMarker(marker), sites=1, fixture=Fixture("x")), text)
+
+
+def refusal(monkeypatch, path: str, text_a: str, text_b: str) -> str:
+    """Why catalogue_tree cannot hold fix-a's fixture `text_a` and fix-b's `text_b` of one file."""
+    monkeypatch.setattr(testing, "discover", lambda: [marked("fix-a", "# A", path, text_a),
+                                                      marked("fix-b", "# B", path, text_b)])
     with pytest.raises(AssertionError) as err:
         testing.catalogue_tree("pytorch")
-    message = str(err.value)
+    return str(err.value)
+
+
+def test_two_fixes_on_one_file_whose_fixtures_clash_are_told_how(monkeypatch):
+    """Each fixture holds the other's marker too: joined, each fix finds two sites where it declares one."""
+    message = refusal(monkeypatch, "torch/shared.py", "# A\n# B!\n# B!\n", "# B\n# A!\n# A!\n")
     assert "no fixture of ['fix-a', 'fix-b'] lets all of them apply; on their fixtures merged: fix-a: " in message
     assert "match contract expects 1 site(s)" in message and "'Two fixes on one file'" in message
 
@@ -183,8 +190,7 @@ def test_two_fixes_framed_in_one_class_get_one_class(monkeypatch, order):
     git's header): the tree holds one class with both methods, one `import os`, and both fixes apply there,
     so a fix's check that looks up *the* class finds one."""
     import ast
-    a = StubFix("fix-a", FileChange("torch/trainer.py", CountMarker("# A"), sites=1, fixture=Fixture("x")), TRAINER_A)
-    b = StubFix("fix-b", FileChange("torch/trainer.py", CountMarker("# B"), sites=1, fixture=Fixture("x")), TRAINER_B)
+    a, b = marked("fix-a", "# A", "torch/trainer.py", TRAINER_A), marked("fix-b", "# B", "torch/trainer.py", TRAINER_B)
     monkeypatch.setattr(testing, "discover", lambda: [a, b] if order == "ab" else [b, a])
     text = testing.catalogue_tree("pytorch")["torch/trainer.py"]
     module = ast.parse(text)
@@ -196,14 +202,9 @@ def test_two_fixes_framed_in_one_class_get_one_class(monkeypatch, order):
 
 def test_two_fixtures_defining_one_method_differently_are_named(monkeypatch):
     """One method with two bodies cannot stand once in one class: the failure names the method."""
-    a = StubFix("fix-a", FileChange("torch/trainer.py", CountMarker("# A"), sites=1, fixture=Fixture("x")),
-                "class Trainer:\n    def save(self):\n        return 1  # A\n")
-    b = StubFix("fix-b", FileChange("torch/trainer.py", CountMarker("# B"), sites=1, fixture=Fixture("x")),
-                "class Trainer:\n    def save(self):\n        return 2  # B\n")
-    monkeypatch.setattr(testing, "discover", lambda: [a, b])
-    with pytest.raises(AssertionError) as err:
-        testing.catalogue_tree("pytorch")
-    assert "Trainer.save is defined by both fixtures, differently" in str(err.value)
+    message = refusal(monkeypatch, "torch/trainer.py", "class Trainer:\n    def save(self):\n        return 1  # A\n",
+                      "class Trainer:\n    def save(self):\n        return 2  # B\n")
+    assert "Trainer.save is defined by both fixtures, differently" in message
 
 
 @pytest.mark.parametrize("name, function", [("plain_example", "fill_value"), ("none", "neighbour"),
@@ -277,21 +278,11 @@ def test_the_checkouts_launcher_writes_into_its_own_checkout_from_anywhere(copy,
                                    "class Trainer: x = 1  # B\n"])
 def test_one_class_framed_with_different_class_lines_is_named(monkeypatch, other):
     """Bases, decorators or a one-line body that differ: no single class line is right for both fixes."""
-    a = StubFix("fix-a", FileChange("torch/trainer.py", CountMarker("# A"), sites=1, fixture=Fixture("x")),
-                "class Trainer:\n    def save(self):\n        return 1  # A\n")
-    b = StubFix("fix-b", FileChange("torch/trainer.py", CountMarker("# B"), sites=1, fixture=Fixture("x")), other)
-    monkeypatch.setattr(testing, "discover", lambda: [a, b])
-    with pytest.raises(AssertionError) as err:
-        testing.catalogue_tree("pytorch")
-    assert "Trainer is framed by the fixtures with different class lines" in str(err.value)
+    message = refusal(monkeypatch, "torch/trainer.py", "class Trainer:\n    def save(self):\n        return 1  # A\n", other)
+    assert "Trainer is framed by the fixtures with different class lines" in message
 
 
 def test_a_fixture_that_is_not_a_module_is_named_not_crashed_on(monkeypatch):
-    a = StubFix("fix-a", FileChange("torch/trainer.py", CountMarker("# A"), sites=1, fixture=Fixture("x")),
-                "class Trainer:\n    def save(self):\n        return 1  # A\n")
-    b = StubFix("fix-b", FileChange("torch/trainer.py", CountMarker("# B"), sites=1, fixture=Fixture("x")),
-                "    def train(self):\n        return 1  # B\n")
-    monkeypatch.setattr(testing, "discover", lambda: [a, b])
-    with pytest.raises(AssertionError) as err:
-        testing.catalogue_tree("pytorch")
-    assert "a fixture does not parse as a module" in str(err.value) and "on the last of them" in str(err.value)
+    message = refusal(monkeypatch, "torch/trainer.py", "class Trainer:\n    def save(self):\n        return 1  # A\n",
+                      "    def train(self):\n        return 1  # B\n")
+    assert "a fixture does not parse as a module" in message and "on the last of them" in message

@@ -51,15 +51,15 @@ RELEASE = BASE.replace("        data = read(path)\n", "        data = read(path,
     "        return decode(data)\n", "        return decode(data, strict=True)\n")
 
 
-def branches(tmp_path, release: str, fixed_base: str = BASE) -> tuple:
-    """One repository: `main` fixes BASE (as `fixed_base` has it), `release` forked before and became
-    `release`. Returns (the checkout at release, the fix's format-patch)."""
+def branches(tmp_path, release: str, fixed_base: str = BASE, fix: tuple[str, str] = FIX) -> tuple:
+    """One repository: `main` makes `fix` in BASE (as `fixed_base` has it), `release` forked before and
+    became `release`. Returns (the checkout at release, the fix's format-patch)."""
     repo = make_repo(tmp_path / "repo", {"torch/__init__.py": "", PATH: BASE})
     git(repo, "branch", "release")
     if fixed_base != BASE:
         (repo / PATH).write_text(fixed_base)
         git(repo, "commit", "-qam", "main: a refactor")
-    (repo / PATH).write_text(fixed_base.replace(*FIX))
+    (repo / PATH).write_text(fixed_base.replace(*fix, 1))
     git(repo, "commit", "-qam", "load: an empty read is no data")
     patch = tmp_path / "fix.patch"
     patch.write_text(git(repo, "format-patch", "-1", "--stdout"))
@@ -185,15 +185,7 @@ def test_a_line_the_release_changed_too_is_ported_with_both_edits(tmp_path):
                               "        return decode(blob, strict=True)\n", 1)
     fix = ("        if data is None:\n            return None\n", "        if data is None or not len(data):\n"
            "            return None\n")
-    repo = make_repo(tmp_path / "repo", {"torch/__init__.py": "", PATH: BASE})
-    git(repo, "branch", "release")
-    (repo / PATH).write_text(BASE.replace(*fix, 1))
-    git(repo, "commit", "-qam", "load: an empty read is no data")
-    patch = tmp_path / "fix.patch"
-    patch.write_text(git(repo, "format-patch", "-1", "--stdout"))
-    git(repo, "checkout", "-q", "release")
-    (repo / PATH).write_text(release)
-    git(repo, "commit", "-qam", "release")
+    repo, patch = branches(tmp_path, release, fix=fix)
     result = port(patch, repo)
     assert result["status"] == "applied" and "placed through the diff's pre-image" in result["evidence"][PATH], result
     out = make_patch("--diff", str(patch), "--upstream", str(repo), "--out", str(tmp_path / "series"))
