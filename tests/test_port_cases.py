@@ -54,16 +54,15 @@ CASES = {  # name: (release, with the pre-image, with the hunks only)
                          RIGHT, RIGHT),
     "a def added above": (moved(("\n\nclass Runner:\n", "\n\ndef unused():\n    return 0\n\n\nclass Runner:\n")),
                           RIGHT, RIGHT),
-    # not yet: the statement the fix adds after is reflowed over three lines (a structural alignment would
-    # see one statement); refused both ways
+    # the statement the fix adds after is reflowed over three lines: one statement to the syntax
     "the argument list of the edit's neighbour reflowed": (
         moved(("        self.optim.step(lr=lr)\n", "        self.optim.step(\n            lr=lr,\n        )\n")),
-        "failed", "failed"),
+        RIGHT, "failed"),
 }
 
 
 def right_answer(release: str) -> str:
-    for statement in ("        self.optim.step(lr=lr)\n",):
+    for statement in ("        self.optim.step(lr=lr)\n", "        self.optim.step(\n            lr=lr,\n        )\n"):
         if statement in release:
             return release.replace(statement, statement + "        self.optim.zero_grad()\n", 1)
     raise AssertionError("no right answer written for this release")

@@ -102,16 +102,10 @@ def test_changed_context_is_ported_through_the_pre_image_and_refused_without_it(
     (RELEASE.replace("        data = read(path, retries=3)\n        if data is None:\n",
                      "        data = read(path, retries=3)\n        if data is None or data == '':\n"),
      "the line it edits changed"),
-    (RELEASE.replace("        data = read(path, retries=3)\n        if data is None:\n",
-                     "        data = read(path, retries=3)\n        log(path)\n        if data is None:\n"),
-     "a line stands between it and its neighbour"),
-    (RELEASE.replace("        data = read(path, retries=3)\n        if data is None:\n",
-                     "        if data is None:\n"),
-     "its neighbour is gone"),
 ])
-def test_where_the_release_changed_the_edit_or_beside_it_the_alignment_places_nothing(tmp_path, release, why):
-    """A conflict as git merge-file sees one, or a line added or removed beside the change: not placed by the
-    alignment; the hunk ladder decides as without the pre-image, and the detail says why it did not place it."""
+def test_where_the_release_changed_the_edit_or_its_neighbour_the_alignment_places_nothing(tmp_path, release, why):
+    """A conflict as git merge-file sees one, or the neighbour gone: not placed by the alignment nor by the
+    syntax; the hunk ladder decides as without the pre-image, and the detail says why it did not place it."""
     repo, patch = branches(tmp_path, release)
     result = port(patch, repo)
     assert result["status"] != "applied" or result["evidence"] == {PATH: "hunks only"}, (why, result)
@@ -119,17 +113,39 @@ def test_where_the_release_changed_the_edit_or_beside_it_the_alignment_places_no
         assert "differ here from its pre-image" in result["detail"], result
 
 
+@pytest.mark.parametrize("above", ["        data = read(path, retries=3)\n        log(path)\n",
+                                   "        data = read(path, retries=3)\n\n        # an empty read is no data\n"],
+                         ids=["a statement added above it", "a blank and a comment line added above it"])
+def test_a_change_beside_the_edit_is_kept_and_the_edit_placed_by_the_syntax(tmp_path, above):
+    """`git merge-file` calls a line added or removed right above an edited line a conflict; the edited
+    statement is there unchanged, in its method, with its other neighbour: the syntax places the edit."""
+    release = RELEASE.replace("        data = read(path, retries=3)\n        if data is None:\n",
+                              above + "        if data is None:\n")
+    repo, patch = branches(tmp_path, release)
+    result = port(patch, repo)
+    assert result["status"] == "applied", result
+    assert result["evidence"][PATH].startswith("placed by the syntax of the diff's pre-image"), result
+    series = tmp_path / "series"
+    make_patch("--diff", str(patch), "--upstream", str(repo), "--out", str(series))
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", str(repo), str(clone))
+    git(clone, "am", "-q", *sorted(str(p) for p in series.glob("0*.patch")))
+    assert (clone / PATH).read_text() == release.replace(above + "        if data is None:\n",
+                                                         above + "        if not data:\n", 1)
+
+
 def test_the_alignment_alone():
     pre = ["a\n", "b\n", "c\n", "d\n", "e\n"]
     hunk = parse_patch("--- a/f\n+++ b/f\n@@ -2,3 +2,3 @@\n b\n-c\n+C\n d\n", "p").files[0].hunks
     assert three_way.verified(pre, hunk)
     assert not three_way.verified(["x\n"] + pre, hunk)
-    assert three_way.placements(pre, ["z\n", "a\n", "B\n", "c\n", "d\n", "e\n"], hunk) == \
-        [(3, 4, ["C\n"], [0], {})]  # its context line changed, its own line and neighbours' places hold: placed
+    assert [p[:4] for p in three_way.placements(pre, ["z\n", "a\n", "B\n", "c\n", "d\n", "e\n"], hunk)] == \
+        [(3, 4, ["C\n"], [0])]  # its context line changed, its own line and neighbours' places hold: placed
     assert three_way.placements(pre, ["a\n", "b\n", "c2\n", "d\n", "e\n"], hunk) is None  # its line changed
     assert three_way.placements(pre, ["a\n", "b\n", "x\n", "c\n", "d\n", "e\n"], hunk) is None  # a line beside it
     insert = parse_patch("--- a/f\n+++ b/f\n@@ -2,2 +2,3 @@\n b\n+new\n c\n", "p").files[0].hunks
-    assert three_way.placements(pre, ["a\n", "b\n", "c\n", "d\n", "e\n"], insert) == [(2, 2, ["new\n"], [0], {})]
+    assert [p[:4] for p in three_way.placements(pre, ["a\n", "b\n", "c\n", "d\n", "e\n"], insert)] == \
+        [(2, 2, ["new\n"], [0])]
     assert three_way.placements(pre, ["a\n", "b\n", "q\n", "c\n", "d\n", "e\n"], insert) is None
 
 

@@ -33,7 +33,8 @@ import re
 from collections import Counter
 from pathlib import Path
 
-from fixmono.engines import three_way
+from fixmono.engines import structure, three_way
+from fixmono.engines.structure import without_trailing_commas
 from fixmono.engines.remembered import diff_code, remembered
 from fixmono.model.errors import NotApplicable, TargetSyntaxError, TransformFailed
 from fixmono.model.errors import UserError
@@ -398,8 +399,7 @@ class DiffTransform:
             expected = hunk.start - 1 + offset + drift  # as git apply looks first: shifted as the hunk before
             by_line: list[int] = []  # filled where the line number chose among several places
             if planned:  # where the alignment put it, in the lines as the hunks before left them
-                start, stop, replacement, new_rows, merged = planned[n]
-                hunk = with_merged(hunk, merged)  # checked below as the lines it edits here
+                start, stop, replacement, new_rows, hunk = planned[n]  # checked below as the lines it edits here
                 result = (start + offset, stop + offset, replacement, new_rows)
             else:
                 result = place(hunk, lines, expected, scopes, alike[n], by_line if not anchored else None,
@@ -451,17 +451,14 @@ class DiffTransform:
         planned = three_way.placements(pre, lines_of(source), self.hunks)
         if planned == three_way.PRESENT:
             return planned, f"its changes stand here where its pre-image ({blob}) has their lines"
+        if planned is None and self.engine == "python":
+            planned = structure.placements(pre, lines_of(source), self.hunks)
+            if planned is not None:
+                return planned, f"placed by the syntax of the diff's pre-image ({blob})"
         if planned is None:
             return None, f"by its hunks: the lines a change edits, or their neighbours, differ here from its " \
                          f"pre-image ({blob})"
         return planned, f"placed through the diff's pre-image ({blob})"
-
-
-def with_merged(hunk: Hunk, edited: dict[int, str]) -> Hunk:
-    """The hunk as it edits this file (three_way.placement): rows made to fit it, where a line it changes
-    was changed here too or a name it uses was renamed here."""
-    lines = tuple((kind, edited.get(row, text)) for row, (kind, text) in enumerate(hunk.lines))
-    return dataclasses.replace(hunk, lines=lines) if edited else hunk
 
 
 def check_edit(source: str, new: str, hunks: list[Hunk]) -> None:
@@ -976,12 +973,6 @@ def tokens(text: str) -> list[str]:
     """A normalised line as tokens (names, numbers, strings with one kind of quote,
     single punctuation characters)."""
     return ['"' + t[1:-1] + '"' if t[0] == "'" else t for t in TOKEN.findall(text)]
-
-
-def without_trailing_commas(run: list) -> list:
-    """A token run (tokens, or (token, line) pairs) without the commas that stand before a closing bracket."""
-    text = [t if isinstance(t, str) else t[0] for t in run]
-    return [t for n, t in enumerate(run) if not (text[n] == "," and n + 1 < len(run) and text[n + 1] in ")]}")]
 
 
 class Tokens:

@@ -12,6 +12,7 @@ takes both edits where they touch different tokens of it (`f(a)` made
 placed."""
 from __future__ import annotations
 
+import dataclasses
 import re
 from difflib import SequenceMatcher
 
@@ -28,9 +29,9 @@ PRESENT = "present"  # every change of a hunk stands in the target as the diff m
 
 
 def placements(pre: list[str], target: list[str], hunks: tuple[Hunk, ...]) -> list[tuple] | str | None:
-    """For each hunk (in order): (start, stop, replacement, rows of added lines in it, edited) on
-    `target` as it is before any hunk, `edited` {row of hunk.lines: its text here} for the rows made to
-    fit the target (a line both changed, merged; a name the target renamed). PRESENT where every
+    """For each hunk (in order): (start, stop, replacement, rows of added lines in it, the hunk as it edits
+    the target) on `target` as it is before any hunk, its rows made to fit the target where they had to be
+    (a line both changed, merged; a name the target renamed). PRESENT where every
     hunk's changes stand in the target already; None where one change cannot be placed by the
     alignment, or some hunks are there and some not."""
     here = aligned(pre, target)
@@ -108,7 +109,13 @@ def placement(hunk: Hunk, here: dict[int, int], pre: list[str], target: list[str
         new_rows += range(len(replacement), len(replacement) + len(lines))
         replacement += lines
         cursor = end
-    return start, stop, replacement, new_rows, edited
+    return start, stop, replacement, new_rows, with_merged(hunk, edited)
+
+
+def with_merged(hunk: Hunk, edited: dict[int, str]) -> Hunk:
+    """The hunk as it edits the target: `edited` {row of hunk.lines: its text here}."""
+    lines = tuple((kind, edited.get(row, text)) for row, (kind, text) in enumerate(hunk.lines))
+    return dataclasses.replace(hunk, lines=lines) if edited else hunk
 
 
 def renamed_names(hunk: Hunk, here: dict[int, int], pre: list[str], target: list[str]) -> dict[str, str]:

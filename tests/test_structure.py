@@ -1,0 +1,214 @@
+"""The diff's changes placed by the syntax of its pre-image (engines/structure.py): each case a pre-image, the
+fix made on it, a release that moved on in one way real code does, and the right answer (or a refusal:
+None, and the hunks decide). Our own small modules, shaped like library code."""
+from __future__ import annotations
+
+import difflib
+import random
+
+import pytest
+
+from fixmono.engines import structure
+from fixmono.model.patchfile import lines_of, parse_patch
+
+
+def hunks_of(pre: str, post: str) -> tuple:
+    diff = "".join(difflib.unified_diff(lines_of(pre), lines_of(post), "a/m.py", "b/m.py"))
+    return parse_patch(diff, "fix.patch").files[0].hunks
+
+
+def ported(pre: str, post: str, target: str) -> str | None:
+    plans = structure.placements(lines_of(pre), lines_of(target), hunks_of(pre, post))
+    if plans is None:
+        return None
+    lines, offset = lines_of(target), 0
+    for start, stop, replacement, _, _ in plans:
+        lines[start + offset:stop + offset] = replacement
+        offset += len(replacement) - (stop - start)
+    return "".join(lines)
+
+
+PRE = '''import os
+
+
+def helper(path, mode):
+    full = os.path.join("/data", path)
+    handle = open(full, mode)
+    return handle
+
+
+def other(x):
+    return x + 1
+'''
+POST = PRE.replace('    handle = open(full, mode)\n', '    handle = open(full, mode, encoding="utf-8")\n')
+
+PLACED = {  # name: (the release, its right answer)
+    "the def moved into a class": (
+        PRE.replace('def helper(path, mode):\n    full = os.path.join("/data", path)\n    handle = open(full, mode)\n'
+                    '    return handle\n',
+                    'class Files:\n    @staticmethod\n    def helper(path, mode):\n'
+                    '        full = os.path.join("/data", path)\n        handle = open(full, mode)\n'
+                    '        return handle\n'),
+        lambda t: t.replace('        handle = open(full, mode)\n',
+                            '        handle = open(full, mode, encoding="utf-8")\n')),
+    "the defs in another order": (
+        'import os\n\n\ndef other(x):\n    return x + 1\n\n\n' + PRE.split('\n\n\n')[1] + '\n',
+        lambda t: t.replace('    handle = open(full, mode)\n', '    handle = open(full, mode, encoding="utf-8")\n')),
+    "the edited statement split over lines": (
+        PRE.replace('    handle = open(full, mode)\n', '    handle = open(\n        full,\n        mode,\n    )\n'),
+        lambda t: t.replace('    handle = open(\n        full,\n        mode,\n    )\n',
+                            '    handle = open(full, mode, encoding="utf-8")\n')),
+    "a comment and a blank line added above the edit": (
+        PRE.replace('    handle = open(full, mode)\n', '\n    # binary or text, as asked\n    handle = open(full, mode)\n'),
+        lambda t: t.replace('    handle = open(full, mode)\n', '    handle = open(full, mode, encoding="utf-8")\n')),
+    "the def renamed, a statement added below the edit": (
+        PRE.replace('def helper(path, mode):', 'def open_data(path, mode):').replace(
+            '    handle = open(full, mode)\n', '    handle = open(full, mode)\n    handle.seek(0)\n'),
+        lambda t: t.replace('    handle = open(full, mode)\n', '    handle = open(full, mode, encoding="utf-8")\n')),
+    "a statement added above the edit": (
+        PRE.replace('    handle = open(full, mode)\n', '    check(full)\n    handle = open(full, mode)\n'),
+        lambda t: t.replace('    handle = open(full, mode)\n', '    handle = open(full, mode, encoding="utf-8")\n')),
+}
+
+REFUSED = {  # name: the release
+    "the edited statement changed": PRE.replace('    handle = open(full, mode)\n', '    handle = open(full, "rb")\n'),
+    "the edited statement reflowed with a comment in it": PRE.replace(
+        '    handle = open(full, mode)\n', '    handle = open(\n        full,  # absolute\n        mode,\n    )\n'),
+    "both neighbours of the edit changed": PRE.replace(
+        '    full = os.path.join("/data", path)\n    handle = open(full, mode)\n    return handle\n',
+        '    full = os.path.join(ROOT, path)\n    handle = open(full, mode)\n    return wrap(handle)\n'),
+    "the edit's lines wrapped in a new block": PRE.replace(
+        '    handle = open(full, mode)\n    return handle\n',
+        '    with lock:\n        handle = open(full, mode)\n        return handle\n'),
+    "the def gone, its edited statement elsewhere": PRE.replace(
+        'def helper(path, mode):\n    full = os.path.join("/data", path)\n    handle = open(full, mode)\n'
+        '    return handle\n\n\n', '').replace('    return x + 1\n', '    handle = open(full, mode)\n    return x\n'),
+}
+
+
+@pytest.mark.parametrize("case", PLACED)
+def test_a_release_that_moved_on_gets_the_right_answer(case):
+    release, right = PLACED[case]
+    assert ported(PRE, POST, release) == right(release)
+
+
+@pytest.mark.parametrize("case", REFUSED)
+def test_a_release_whose_edited_code_or_its_place_changed_is_refused(case):
+    assert ported(PRE, POST, REFUSED[case]) is None
+
+
+INSERT_PRE = '''def step(self, batch):
+    if batch is None:
+        return None
+    loss = self.model(batch)
+    return loss
+
+
+def after():
+    pass
+'''
+INSERT_POST = INSERT_PRE.replace('    loss = self.model(batch)\n', '    loss = self.model(batch)\n    loss.backward()\n')
+
+
+@pytest.mark.parametrize("release, right", [
+    (INSERT_PRE.replace('    loss = self.model(batch)\n', '    loss = self.model(\n        batch,\n    )\n'),
+     '    loss = self.model(\n        batch,\n    )\n    loss.backward()\n'),
+    (INSERT_PRE.replace('    loss = self.model(batch)\n', '    loss = self.model(batch)\n    # returned as is\n'),
+     '    loss = self.model(batch)\n    loss.backward()\n    # returned as is\n'),
+], ids=["the statement above reflowed", "a comment line between its neighbours"])
+def test_an_insertion_goes_right_after_the_statement_it_follows(release, right):
+    got = ported(INSERT_PRE, INSERT_POST, release)
+    assert got is not None and right in got and got.count("loss.backward()") == 1, got
+
+
+@pytest.mark.parametrize("release", [
+    INSERT_PRE.replace('    loss = self.model(batch)\n', '    loss = self.model(batch)\n    loss = loss.mean()\n'),
+    INSERT_PRE.replace('    loss = self.model(batch)\n    return loss\n',
+                       '    loss = self.model(batch)\n    if loss is None:\n        return loss\n'),
+    INSERT_PRE.replace('    if batch is None:\n        return None\n    loss = self.model(batch)\n',
+                       '    if batch is None:\n        return None\n        loss = self.model(batch)\n'),
+], ids=["a statement between its neighbours", "the statement below it now in a block",
+        "the statement above it moved into the block above"])
+def test_an_insertion_whose_place_is_not_one_is_refused(release):
+    assert ported(INSERT_PRE, INSERT_POST, release) is None
+
+
+def test_a_string_over_several_lines_is_not_re_indented():
+    pre = 'def f():\n    x = 1\n    return x\n'
+    post = 'def f():\n    x = 1\n    log("""a\nb""")\n    return x\n'
+    target = 'class C:\n    def f():\n        x = 1\n        return x\n'
+    assert ported(pre, post, target) is None
+
+
+def test_one_statement_edited_by_two_hunks_is_refused():
+    pre = "call(\n" + "".join(f"    a{n},\n" for n in range(12)) + ")\n"
+    post = pre.replace("    a0,\n", "    b0,\n").replace("    a11,\n", "    b11,\n")
+    assert len(hunks_of(pre, post)) == 2
+    assert ported(pre, post, pre.replace("call(\n", "call(  \n")) is None
+
+
+MODULE = '''"""A module of our own."""
+import os
+import sys
+
+
+class Reader:
+    def __init__(self, root):
+        self.root = root
+        self.cache = {}
+
+    def read(self, name):
+        if name in self.cache:
+            return self.cache[name]
+        path = os.path.join(self.root, name)
+        with open(path) as handle:
+            data = handle.read()
+        self.cache[name] = data
+        return data
+
+    def names(self):
+        out = []
+        for entry in os.listdir(self.root):
+            if entry.endswith(".txt"):
+                out.append(entry)
+        return sorted(out)
+
+
+def main(argv):
+    reader = Reader(argv[1])
+    for name in reader.names():
+        print(reader.read(name))
+    return 0
+'''
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_comment_and_blank_lines_added_away_from_the_edit_change_nothing_else(seed):
+    """A whole class of releases: the pre-image with comment and blank lines added between statements,
+    away from the fix's lines; the fix is a random statement replaced, added or removed. The result is
+    the post-image with the same lines added (the line alignment alone is not asked here)."""
+    rng = random.Random(seed)
+    lines = lines_of(MODULE)
+    simple = [n for n, line in enumerate(lines) if line.strip() and not line.rstrip().endswith((":", '"""'))]
+    while True:  # a random edit of a simple statement that parses (not the only statement of a block removed)
+        at, kind = rng.choice(simple), rng.choice(["replace", "add", "remove"])
+        indent = lines[at][:len(lines[at]) - len(lines[at].lstrip())]
+        post_lines = {"replace": lines[:at] + [f"{indent}trace({at})\n"] + lines[at + 1:],
+                      "add": lines[:at + 1] + [f"{indent}trace({at})\n"] + lines[at + 1:],
+                      "remove": lines[:at] + lines[at + 1:]}[kind]
+        try:
+            compile("".join(post_lines), "m.py", "exec")
+            break
+        except SyntaxError:
+            continue
+    spots = [n for n in range(1, len(lines)) if abs(n - at) > 2 and lines[n].strip()]
+    added = sorted(rng.sample(spots, 3), reverse=True)
+    release, right = list(lines), list(post_lines)
+    for n in added:
+        note = lines[n][:len(lines[n]) - len(lines[n].lstrip())] + f"# note {n}\n"
+        extra = [note, "\n"] if rng.random() < 0.5 else [note]
+        release[n:n] = extra
+        where = n if n < at else n + len(post_lines) - len(lines)
+        right[where:where] = extra
+    got = ported(MODULE, "".join(post_lines), "".join(release))
+    assert got == "".join(right), (kind, at, added)

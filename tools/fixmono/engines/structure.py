@@ -1,0 +1,401 @@
+"""Placing a diff's changes by the syntax of its pre-image (Python), where the
+line alignment (three_way.py) places nothing: a statement reflowed over other
+lines, a comment or blank line added beside the change, a def moved.
+
+The pre-image, its post-image and the target are read as units: a logical
+line (a statement, or a compound statement's header, over however many lines),
+compared by its tokens (formatting, line breaks and a trailing comma aside);
+a comment line; a blank line. Each change of the diff is widened to whole
+units on both sides (pre-image units replaced by post-image units), the
+pre-image's units are aligned to the target's (in order, then inside each def
+or class found elsewhere by its name), and a change is placed where:
+- every unit it removes has its partner in the target, side by side, with
+  the same comments (a statement the release reflowed is replaced whole by
+  the diff's text; one it changed is not placed);
+- the code unit beside it (above or below; both for an insertion) is there
+  too, with no other statement between (comment and blank lines aside);
+- each unit it removes or adds is in the block of the same statement as in
+  the diff (the enclosing header's partner).
+The added lines are the diff's, re-indented by what the release's partner
+lines moved; the target's other bytes stay as they are. Anything else: None,
+and the hunks decide as without the pre-image."""
+from __future__ import annotations
+
+import io
+import tokenize
+from dataclasses import dataclass
+from difflib import SequenceMatcher
+
+from fixmono.model.patchfile import Hunk
+
+SKIPPED = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
+           tokenize.ENCODING, tokenize.ENDMARKER}
+
+
+@dataclass(frozen=True)
+class Unit:
+    start: int  # first line (0-based)
+    stop: int  # one past its last line
+    key: str  # its tokens (code), its stripped text (a comment line), "" (a blank line)
+    code: bool
+    indent: str  # the first line's
+    comments: tuple[str, ...] = ()  # the comments inside a code unit
+    spans_lines: bool = False  # a string token over several lines (re-indenting it would change its value)
+
+
+def without_trailing_commas(run: list) -> list:
+    """A token run (tokens, or (token, line) pairs) without the commas that stand before a closing bracket."""
+    text = [t if isinstance(t, str) else t[0] for t in run]
+    return [t for n, t in enumerate(run) if not (text[n] == "," and n + 1 < len(run) and text[n + 1] in ")]}")]
+
+
+def units_of(lines: list[str]) -> list[Unit] | None:
+    """The units of a Python text, in order, covering every line; None where it does not tokenize."""
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO("".join(lines)).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return None
+    logical: list[tuple[int, int, list]] = []  # (first line, stop, tokens) of each logical line
+    current: list = []
+    for tok in tokens:
+        if tok.type == tokenize.NEWLINE or (tok.type == tokenize.ENDMARKER and current):
+            logical.append((current[0].start[0] - 1, max(tok.end[0], current[-1].end[0]), current))
+            current = []
+        elif tok.type not in (tokenize.NL, tokenize.INDENT, tokenize.DEDENT, tokenize.ENCODING,
+                              tokenize.ENDMARKER) and (current or tok.type != tokenize.COMMENT):
+            current.append(tok)
+    out, line = [], 0
+    for start, stop, toks in logical:
+        stop = min(stop, len(lines))
+        out += [trivia(n, lines[n]) for n in range(line, start)]
+        code = [t.string for t in toks if t.type not in SKIPPED]
+        text = lines[start]
+        out.append(Unit(start, stop, " ".join(without_trailing_commas(code)), True, text[:len(text) - len(text.lstrip())],
+                        tuple(t.string for t in toks if t.type == tokenize.COMMENT),
+                        any(t.type == tokenize.STRING and t.end[0] > t.start[0] for t in toks)))
+        line = stop
+    out += [trivia(n, lines[n]) for n in range(line, len(lines))]
+    return out
+
+
+def trivia(n: int, line: str) -> Unit:
+    return Unit(n, n + 1, line.strip(), False, line[:len(line) - len(line.lstrip())])
+
+
+@dataclass
+class Read:
+    """A text's lines and units, and the unit each line is in."""
+    lines: list[str]
+    units: list[Unit]
+
+    def __post_init__(self):
+        self.owner = [0] * len(self.lines)
+        for n, unit in enumerate(self.units):
+            for line in range(unit.start, unit.stop):
+                self.owner[line] = n
+        self.starts = {u.start for u in self.units} | {len(self.lines)}
+
+    def unit_at(self, line: int) -> int:
+        """The unit that starts at `line` (a unit boundary), or len(units) at the end."""
+        return self.owner[line] if line < len(self.lines) else len(self.units)
+
+    def parent(self, n: int) -> int | None:
+        """The header of the block unit `n` is in: the nearest code unit above with less indentation."""
+        width = len(self.units[n].indent.expandtabs())
+        return next((m for m in range(n - 1, -1, -1)
+                     if self.units[m].code and len(self.units[m].indent.expandtabs()) < width), None)
+
+
+@dataclass
+class Change:
+    pre: tuple[int, int]  # lines of the pre-image it replaces
+    post: tuple[int, int]  # lines of the post-image it puts there
+    hunks: set
+
+
+def post_image(pre: list[str], hunks: tuple[Hunk, ...]) -> tuple[list[str], list[int | None], list[Change]]:
+    """The diff's post-image, the pre-image line of each of its lines (None: added), and each run of
+    changed lines as a Change (the hunks verified on `pre`)."""
+    post, origin, changes, cursor = [], [], [], 0
+    for n, hunk in enumerate(hunks):
+        at = hunk.start - 1 if hunk.old else hunk.start
+        post += pre[cursor:at]
+        origin += range(cursor, at)
+        rows, i = hunk.lines, 0
+        while i < len(rows):
+            if rows[i][0] == " ":
+                post.append(rows[i][1])
+                origin.append(at)
+                at, i = at + 1, i + 1
+                continue
+            j = i
+            while j < len(rows) and rows[j][0] != " ":
+                j += 1
+            removed = sum(kind == "-" for kind, _ in rows[i:j])
+            added = [text for kind, text in rows[i:j] if kind == "+"]
+            changes.append(Change((at, at + removed), (len(post), len(post) + len(added)), {n}))
+            post += added
+            origin += [None] * len(added)
+            at, i = at + removed, j
+        cursor = at
+    return post + pre[cursor:], origin + list(range(cursor, len(pre))), changes
+
+
+def widened(changes: list[Change], pre: Read, post: Read) -> list[Change]:
+    """Each change over whole units on both sides (the unchanged lines it takes in are the same on both);
+    changes that come to touch are one."""
+    out: list[Change] = []
+    for change in changes:
+        (a, b), (c, d), hunks = change.pre, change.post, set(change.hunks)
+        while True:
+            if out and a <= out[-1].pre[1]:  # into (or onto) the change before: one change
+                last = out.pop()
+                a, c, hunks = last.pre[0], last.post[0], hunks | last.hunks
+            if a not in pre.starts or c not in post.starts:
+                a, c = a - 1, c - 1
+            elif b not in pre.starts or d not in post.starts:
+                b, d = b + 1, d + 1
+            else:
+                break
+        out.append(Change((a, b), (c, d), hunks))
+    return out
+
+
+def aligned(pre: Read, target: Read, pre_defs: dict, target_defs: dict) -> dict[int, int]:
+    """Pre-image unit -> target unit: in order by their keys, then inside each def/class the order did not
+    find (moved) by its qualified name, else its name where one def has it on each side."""
+    keys_pre, keys_target = [u.key for u in pre.units], [u.key for u in target.units]
+    found: dict[int, int] = {}
+    for a, b, size in SequenceMatcher(None, keys_pre, keys_target, autojunk=False).get_matching_blocks():
+        found.update((a + i, b + i) for i in range(size))
+    by_name: dict[str, list] = {}
+    for qualified, span in target_defs.items():
+        by_name.setdefault(qualified[-1], []).append(span)
+    names_pre: dict[str, int] = {}
+    for qualified in pre_defs:
+        names_pre[qualified[-1]] = names_pre.get(qualified[-1], 0) + 1
+    for qualified, (first, last) in sorted(pre_defs.items(), key=lambda item: item[1]):
+        if first in found and target.units[found[first]].key == pre.units[first].key:
+            continue
+        span = target_defs.get(qualified)
+        if span is None and len(by_name.get(qualified[-1], ())) == 1 and names_pre[qualified[-1]] == 1:
+            span = by_name[qualified[-1]][0]
+        if span is None:
+            continue
+        inside = range(span[0], span[1] + 1)
+        for n in range(first, last + 1):  # what the order matched of either def elsewhere is dropped
+            if n in found and found[n] not in inside:
+                del found[n]
+        taken = {b for a, b in found.items() if b in inside and not first <= a <= last}
+        found = {a: b for a, b in found.items() if b not in taken}
+        local = SequenceMatcher(None, keys_pre[first:last + 1], keys_target[span[0]:span[1] + 1], autojunk=False)
+        for a, b, size in local.get_matching_blocks():
+            found.update((first + a + i, span[0] + b + i) for i in range(size))
+    return found
+
+
+def defs_of(read: Read, tree) -> dict[tuple[str, ...], tuple[int, int]]:
+    """Qualified def/class name -> (its header's unit, its last unit); a name given twice is left out."""
+    import ast
+    out: dict = {}
+    twice = set()
+
+    def walk(node, chain):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                name = (*chain, child.name)
+                if name in out:
+                    twice.add(name)
+                out[name] = (read.owner[child.lineno - 1], read.owner[child.end_lineno - 1])
+                walk(child, name)
+            else:
+                walk(child, chain)
+
+    walk(tree, ())
+    return {name: span for name, span in out.items() if name not in twice}
+
+
+def placements(pre_lines: list[str], target_lines: list[str], hunks: tuple[Hunk, ...]) -> list[tuple] | None:
+    """For each hunk (in order): (start, stop, replacement, rows of added lines in it, the hunk as it edits
+    the target) on `target_lines`; None where one change cannot be placed by the units."""
+    import ast
+    post_lines, origin, changes = post_image(pre_lines, hunks)
+    units = [units_of(lines) for lines in (pre_lines, post_lines, target_lines)]
+    if None in units:
+        return None
+    pre, post, target = (Read(lines, u) for lines, u in zip((pre_lines, post_lines, target_lines), units))
+    try:
+        trees = [ast.parse("".join(lines)) for lines in (pre_lines, target_lines)]
+    except (SyntaxError, ValueError):
+        return None
+    partner = aligned(pre, target, defs_of(pre, trees[0]), defs_of(target, trees[1]))
+    per_hunk: dict[int, list] = {}
+    for change in widened(changes, pre, post):
+        if len(change.hunks) != 1:
+            return None  # one statement edited by two hunks: not placed this way
+        spot = placed(change, pre, post, target, partner, origin)
+        if spot is None:
+            return None
+        per_hunk.setdefault(next(iter(change.hunks)), []).append(spot)
+    out, end = [], 0
+    for n in range(len(hunks)):
+        spots = per_hunk.get(n)
+        if not spots:
+            return None  # a hunk with no change of its own (all of it in another's statement)
+        if spots[0][0] < end or any(s[1] > t[0] for s, t in zip(spots, spots[1:])):
+            return None
+        start, stop = spots[0][0], spots[-1][1]
+        replacement, new_rows, rows, cursor = [], [], [], start
+        for begin, finish, added in spots:
+            rows += [(" ", line) for line in target_lines[cursor:begin]]
+            replacement += target_lines[cursor:begin]
+            rows += [("-", line) for line in target_lines[begin:finish]] + [("+", line) for line in added]
+            new_rows += range(len(replacement), len(replacement) + len(added))
+            replacement += added
+            cursor = finish
+        out.append((start, stop, replacement, new_rows, Hunk(tuple(rows), start + 1, hunks[n].header)))
+        end = stop
+    return out
+
+
+def placed(change: Change, pre: Read, post: Read, target: Read, partner: dict[int, int], origin: list):
+    """(target start line, stop line, the lines put there) for one change, or None."""
+    first, last = pre.unit_at(change.pre[0]), pre.unit_at(change.pre[1])  # units [first, last)
+    removed = range(first, last)
+    if any(n not in partner for n in removed):
+        return None
+    mine = [partner[n] for n in removed]
+    if mine and mine != list(range(mine[0], mine[0] + len(mine))):
+        return None  # not side by side in the target
+    if any(pre.units[n].comments != target.units[partner[n]].comments for n in removed):
+        return None  # a comment the release has in a statement the diff replaces
+    above = next((n for n in range(first - 1, -1, -1) if pre.units[n].code), None)
+    below = next((n for n in range(last, len(pre.units)) if pre.units[n].code), None)
+
+    def next_to(n: int | None, side: int, at: int) -> bool:
+        """Code unit `n` of the pre-image has its partner nearest target unit `at` (comment and blank lines
+        aside) on `side` (-1 above, +1 from it down); no unit (the file's edge): the target has none there."""
+        if n is not None and n not in partner:
+            return False
+        step = range(at - 1, -1, -1) if side < 0 else range(at, len(target.units))
+        nearest = next((m for m in step if target.units[m].code and m not in mine), None)
+        return nearest == (partner[n] if n is not None else None)
+
+    if mine:
+        t_first, t_last = mine[0], mine[-1] + 1
+        if not (next_to(above, -1, t_first) or next_to(below, +1, t_last)):
+            return None
+        start, stop = target.units[t_first].start, target.units[t_last - 1].stop
+    else:
+        start = stop = insertion(change, above, below, pre, target, partner)
+        if start is None:
+            return None
+        t_first = t_last = target.unit_at(start)
+        if not (next_to(above, -1, t_first) and next_to(below, +1, t_first)):
+            return None
+    shift = indentation(pre, target, partner, [n for n in (*removed, above, below) if n is not None])
+    added = None if shift is None else moved_by(post, change.post, shift)
+    if added is None or not same_blocks(change, pre, post, target, partner, origin, (start, stop), added):
+        return None
+    return start, stop, added
+
+
+def insertion(change: Change, above, below, pre: Read, target: Read, partner: dict) -> int | None:
+    """The target line where lines the diff inserts at pre-image unit `first` go: right after the code unit
+    above where the diff puts them right after it, right before the one below where there, else at the
+    same place among the same comment and blank lines."""
+    after = pre.units[above].stop if above is not None else 0
+    before = pre.units[below].start if below is not None else len(pre.lines)
+    if above is not None and above not in partner or below is not None and below not in partner:
+        return None
+    t_after = target.units[partner[above]].stop if above is not None else 0
+    t_before = target.units[partner[below]].start if below is not None else len(target.lines)
+    if t_after > t_before:
+        return None
+    if change.pre[0] == after:
+        return t_after
+    if change.pre[0] == before and all(not line.strip() for line in target.lines[t_after:t_before]):
+        return t_before
+    if pre.lines[after:before] == target.lines[t_after:t_before]:
+        return t_after + change.pre[0] - after
+    return None
+
+
+def indentation(pre: Read, target: Read, partner: dict, around: list[int]) -> tuple[str, str] | None:
+    """(pre-image indentation, target indentation) by which the release moved the units around the change
+    (a def moved into a class: 4 more spaces); None where they moved by different amounts."""
+    shifts = set()
+    for n in around:
+        if n in partner and pre.units[n].code:
+            mine, theirs = pre.units[n].indent, target.units[partner[n]].indent
+            common = 0
+            while common < min(len(mine), len(theirs)) and mine[-1 - common] == theirs[-1 - common]:
+                common += 1
+            shifts.add((mine[:len(mine) - common], theirs[:len(theirs) - common]))
+    return shifts.pop() if len(shifts) == 1 else None if shifts else ("", "")
+
+
+def moved_by(post: Read, lines: tuple[int, int], shift: tuple[str, str]) -> list[str] | None:
+    """The post-image's lines [a, b), each non-blank line re-indented from shift[0] to shift[1]."""
+    block = post.lines[lines[0]:lines[1]]
+    old, new = shift
+    if old == new:
+        return block
+    if any(post.units[n].spans_lines for n in {post.owner[i] for i in range(*lines)}):
+        return None  # a string over several lines: its text would change
+    out = []
+    for line in block:
+        if not line.strip():
+            out.append(line)
+        elif line.startswith(old):
+            out.append(new + line[len(old):])
+        else:
+            return None
+    return out
+
+
+def same_blocks(change: Change, pre: Read, post: Read, target: Read, partner: dict, origin: list,
+                lines: tuple[int, int], added: list[str]) -> bool:
+    """Each code unit the change removes or adds is in the block of the same header as in the diff: the
+    header's partner in the target (or a header neither side aligns), or an added header at the same place."""
+    taken = set(partner.values())
+    first, last = pre.unit_at(change.pre[0]), pre.unit_at(change.pre[1])
+    if not all(same_header(pre.parent(n), target.parent(partner[n]), partner, taken)
+               for n in range(first, last) if pre.units[n].code):
+        return False
+    spliced = target.lines[:lines[0]] + added + target.lines[lines[1]:]  # the added lines in place, as units
+    units = units_of(spliced)
+    if units is None:
+        return False
+    here = Read(spliced, units)
+    post_first, post_last = post.unit_at(change.post[0]), post.unit_at(change.post[1])
+    here_first = here.unit_at(lines[0])
+    if here_first < len(here.units) and here.units[here_first].start != lines[0] or \
+            here.unit_at(lines[0] + len(added)) - here_first != post_last - post_first:
+        return False
+    for k in range(post_last - post_first):
+        mine, theirs = post_first + k, here_first + k
+        if post.units[mine].key != here.units[theirs].key:
+            return False
+        if not post.units[mine].code:
+            continue
+        want, got = post.parent(mine), here.parent(theirs)
+        if want is not None and want >= post_first:  # an added header: the same one here
+            if got != here_first + (want - post_first):
+                return False
+            continue
+        if got is not None and got >= here_first:
+            return False
+        if want is not None and origin[post.units[want].start] is None:
+            return False  # its header is another change's
+        header = None if want is None else pre.owner[origin[post.units[want].start]]
+        if not same_header(header, got, partner, taken):
+            return False
+    return True
+
+
+def same_header(mine: int | None, theirs: int | None, partner: dict, taken: set) -> bool:
+    """Pre-image unit `mine` and target unit `theirs` (None: the module) are one block's header."""
+    if mine is None or theirs is None:
+        return mine is None and theirs is None
+    return partner.get(mine) == theirs or (mine not in partner and theirs not in taken)
