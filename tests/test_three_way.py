@@ -80,7 +80,7 @@ def test_changed_context_is_ported_through_the_pre_image_and_refused_without_it(
     result = port(patch, repo)
     assert result["status"] == "applied", result
     blob = parse_patch(patch.read_text(), "fix.patch").files[0].old_blob
-    assert result["evidence"] == {PATH: f"placed through the diff's pre-image (blob {blob})"}
+    assert result["evidence"] == {PATH: f"placed through the diff's pre-image (blob {blob}, in the checkout)"}
     assert f"(placed through the diff's pre-image (blob {blob}" in result["detail"]
     wanted = RELEASE.replace("        data = read(path, retries=3)\n        if data is None:\n",
                              "        data = read(path, retries=3)\n        if not data:\n")
@@ -173,6 +173,36 @@ def test_base_names_the_tree_the_diff_was_made_on(tmp_path):
     assert result["status"] == "failed" and "does not hold them" in result["detail"], result
     for args, message in ((["--base", str(made_on)], "--base names the tree a --diff was made on"),
                           (["--diff", str(patch), "--base", str(tmp_path / "nowhere")], "--base ")):
+        bad = make_patch(*args, "--upstream", str(alone), "--check")
+        assert bad.returncode == 2 and message in bad.stderr and len(bad.stderr.splitlines()) == 1, bad.stderr
+
+
+def test_history_is_a_repository_whose_objects_hold_the_pre_image(tmp_path):
+    """--history: a release checkout without main's objects, and a clone with history (here a bare mirror)
+    beside it: the pre-image blob is found there by the diff's `index` line; the evidence says where."""
+    repo, patch = branches(tmp_path, RELEASE)
+    alone = make_repo(tmp_path / "alone", {"torch/__init__.py": "", PATH: RELEASE})
+    without = make_patch("--diff", str(patch), "--upstream", str(alone), "--check", "--json")
+    (result,) = json.loads(without.stdout)["runs"][0]["results"]
+    assert result["status"] == "failed", result  # the hunks alone cannot tell which method
+    mirror = tmp_path / "mirror.git"
+    git(tmp_path, "clone", "-q", "--mirror", str(repo), str(mirror))
+    before = sorted(p.name for p in (mirror / "objects").rglob("*"))
+    run = make_patch("--diff", str(patch), "--upstream", str(alone), "--history", str(mirror), "--check", "--json")
+    (result,) = json.loads(run.stdout)["runs"][0]["results"]
+    assert result["status"] == "applied", result
+    assert result["evidence"][PATH].endswith(f", in --history {mirror})"), result
+    assert sorted(p.name for p in (mirror / "objects").rglob("*")) == before  # only read
+    in_checkout = make_patch("--diff", str(patch), "--upstream", str(repo), "--check", "--json")
+    (result,) = json.loads(in_checkout.stdout)["runs"][0]["results"]
+    assert result["evidence"][PATH].endswith(", in the checkout)"), result
+    unrelated = make_repo(tmp_path / "unrelated", {"a.py": "x = 1\n"})
+    run = make_patch("--diff", str(patch), "--upstream", str(alone), "--history", str(unrelated), "--check", "--json")
+    (result,) = json.loads(run.stdout)["runs"][0]["results"]
+    assert result["status"] == "failed", result  # no blob there: the hunks decide, as without it
+    for args, message in ((["--history", str(mirror)], "--history names a repository"),
+                          (["--diff", str(patch), "--history", str(tmp_path / "nowhere")], "--history "),
+                          (["--diff", str(patch), "--history", str(tmp_path)], "not a git repository")):
         bad = make_patch(*args, "--upstream", str(alone), "--check")
         assert bad.returncode == 2 and message in bad.stderr and len(bad.stderr.splitlines()) == 1, bad.stderr
 

@@ -22,16 +22,16 @@ def decode(path: str, data: bytes) -> str:
 BOM = "\ufeff"
 
 
-def apply_change(change: FileChange, text: str, pre_image: str | None = None) -> FileOutcome:
+def apply_change(change: FileChange, text: str, pre_image: tuple[str, str] | None = None) -> FileOutcome:
     """Apply one file change to `text`, enforcing the match contract. A UTF-8
     byte-order mark is set aside for the transformation and kept. `pre_image`:
-    a diff's, for a transform that takes it (engines/three_way.py)."""
+    a diff's (its text, where it was found), for a transform that takes it (engines/three_way.py)."""
     if text.startswith(BOM):
-        outcome = apply_change(change, text[len(BOM):], pre_image and pre_image.removeprefix(BOM))
+        outcome = apply_change(change, text[len(BOM):], pre_image and (pre_image[0].removeprefix(BOM), pre_image[1]))
         return outcome if outcome.new_text is None else dataclasses.replace(outcome, new_text=BOM + outcome.new_text)
     path, want = change.path, change.sites
     try:
-        result = change.transform.rewrite(text, pre_image) if pre_image is not None else \
+        result = change.transform.rewrite(text, *pre_image) if pre_image is not None else \
             change.transform.rewrite(text)
     except NotApplicable as err:
         return FileOutcome(path, Status.NOT_APPLICABLE, f"{path}: {err} (code moved or removed?)")
@@ -77,11 +77,11 @@ def check_result(change: FileChange, new_text: str) -> str | None:
 
 def apply_fix(fix: Fix, read: Callable[[str], bytes | None],
               missing: Callable[[str], str] = lambda path: "not in this upstream",
-              pre_image: Callable[[str, str | None], bytes | None] = lambda path, object_id: None,
+              pre_image: Callable[[str, str | None], tuple[bytes, str] | None] = lambda path, object_id: None,
               whole_tree: bool = False) -> FixOutcome:
     """Apply every file change of `fix`; `read(path)` returns None when absent,
     which is reported as `<path>: <missing(path)>`; `pre_image(path, blob id)`:
-    the file a diff was made on, where it is at hand (apply/run.found_pre_image).
+    the file a diff was made on and where it was found, where it is at hand (apply/run.found_pre_image).
     A diff's result must use only what the tree has (check_uses; `whole_tree`:
     `read` reads every file)."""
     outcomes, before = [], {}
@@ -128,13 +128,15 @@ def check_uses(fix: Fix, outcomes: tuple[FileOutcome, ...], before: dict[str, st
     return tuple(checked)
 
 
-def pre_image_of(change: FileChange, pre_image: Callable[[str, str | None], bytes | None]) -> str | None:
-    """The text of the file a diff's change was made on, where it is at hand (a diff's transform only)."""
+def pre_image_of(change: FileChange, pre_image: Callable[[str, str | None], tuple[bytes, str] | None]) \
+        -> tuple[str, str] | None:
+    """The text of the file a diff's change was made on, and where it was found, where it is at hand (a
+    diff's transform only)."""
     if not hasattr(change.transform, "old_blob"):
         return None
-    data = pre_image(change.path, change.transform.old_blob)
+    found = pre_image(change.path, change.transform.old_blob)
     try:
-        return data.decode("utf-8") if data is not None else None
+        return (found[0].decode("utf-8"), found[1]) if found is not None else None
     except UnicodeDecodeError:
         return None
 

@@ -15,11 +15,13 @@ from fixmono.sources.upstream import Source
 
 
 def run(source: Source, fixes: list[Fix], validate: bool = False, progress=lambda message: None,
-        finished=lambda label, status, seconds: None, base: Source | None = None) -> list[FixOutcome]:
+        finished=lambda label, status, seconds: None, base: Source | None = None,
+        history: Source | None = None) -> list[FixOutcome]:
     """Apply `fixes` in order; each sees the files as the previous ones left
     them. A fix that reverts an upstream commit goes through git where the
     source has history; `validate` runs each applied fix's behavioural check;
-    `base`: the tree a diff was made on (make_patch --base), for its pre-image.
+    `base`: the tree a diff was made on (make_patch --base), `history`: a repository
+    whose objects may hold its blobs (--history), for a diff's pre-image.
     `progress(fix id)` as each starts, `finished(...)` as it ends (output/progress.py)."""
     patched: dict[str, str | None] = {}
 
@@ -34,7 +36,7 @@ def run(source: Source, fixes: list[Fix], validate: bool = False, progress=lambd
         start = time.monotonic()
         try:
             outcome = apply_fix(fix, read, source.missing_file_hint,
-                                lambda path, object_id: found_pre_image(source, base, path, object_id),
+                                lambda path, object_id: found_pre_image(source, path, object_id, history, base),
                                 source.whole_tree)
         except Unreadable as err:
             outcome = FixOutcome(fix, Status.FAILED, str(err))
@@ -71,16 +73,19 @@ def run(source: Source, fixes: list[Fix], validate: bool = False, progress=lambd
     return outcomes
 
 
-def found_pre_image(source: Source, base: Source | None, path: str, object_id: str | None) -> bytes | None:
-    """The file a diff was made on: the blob its `index` line names among the source's objects, else
-    `base`'s file at that path where its blob id is that one (any, where the diff names none: the
-    port then checks that every hunk stands in it at the line it names)."""
-    if object_id and (data := source.blob(object_id)) is not None:
-        return data
+def found_pre_image(source: Source, path: str, object_id: str | None, history: Source | None = None,
+                    base: Source | None = None) -> tuple[bytes, str] | None:
+    """The file a diff was made on, and where it was found: the blob its `index` line names among the
+    source's objects, else among `history`'s, else `base`'s file at that path where its blob id is that one
+    (any, where the diff names none: the port then checks that every hunk stands in it at the line it names)."""
+    if object_id:
+        for where, objects in (("in the checkout", source), (f"in --history {getattr(history, 'spec', '')}", history)):
+            if objects is not None and (data := objects.blob(object_id)) is not None:
+                return data, where
     data = base.read(path) if base is not None else None
     if data is None or (object_id and not git_blob_id(data).startswith(object_id)):
         return None
-    return data
+    return data, f"--base {getattr(base, 'spec', '')}'s file"
 
 
 def checked(fix: Fix, before: dict, after: dict):

@@ -33,7 +33,7 @@ from fixmono.output.progress import Progress
 from fixmono.sources.open import open_upstream
 from fixmono.sources.remote import is_remote
 from fixmono.sources.scratch import pause_point
-from fixmono.sources.upstream import DEFAULT_MAX_TARGET_MIB, Upstream
+from fixmono.sources.upstream import DEFAULT_MAX_TARGET_MIB, ObjectStore, Upstream
 
 DEFAULT_OUT = "patches-out"
 
@@ -51,6 +51,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--base", metavar="PATH_OR_SPEC",
                    help="with --diff: the tree the diff was made on (a git checkout or pip:NAME==VERSION); its "
                         "files are the diff's pre-image, through which its hunks are placed")
+    p.add_argument("--history", metavar="PATH",
+                   help="with --diff: a git repository (a clone with history, a mirror of upstream) whose objects "
+                        "may hold the diff's pre-image blobs (its `index` lines), looked up after the upstream's")
     p.add_argument("--out", metavar="DIR",
                    help=f"write the series here (default: {DEFAULT_OUT}, unless --branch or --check)")
     p.add_argument("--branch", metavar="NAME", help="also add the fixes as commits on a new branch")
@@ -114,6 +117,8 @@ def check_options(args: argparse.Namespace) -> None:
     check_strip(args)
     if args.base is not None and (not args.diff or not args.base.strip()):
         raise UserError("--base names the tree a --diff was made on: give it with --diff, not empty")
+    if args.history is not None and (not args.diff or not args.history.strip()):
+        raise UserError("--history names a repository holding a --diff's pre-image: give it with --diff, not empty")
     if args.check and (args.out or args.branch):
         raise UserError("--check writes nothing: it cannot be combined with --out or --branch")
     if args.branch and (args.upstream == "default" or args.upstream.startswith("pip:") or is_remote(args.upstream)):
@@ -172,13 +177,14 @@ def execute(args: argparse.Namespace) -> tuple[dict, int]:
     fixes = select(discover(), args)
     jobs = [prepare(args, spec, group) for spec, group in plan(args, fixes)]  # all before any write
     base = open_base(args.base, args.diff_paths) if args.base else None
+    history = ObjectStore(args.history) if args.history else None
     pause_point("opened")
     progress = args.progress
     progress.total = sum(len(job.fixes) for job in jobs if job.upstream is not None) if args.all else 0
     for job in jobs:
         if job.upstream is not None:
             job.outcomes = run(job.upstream, job.fixes, args.validate, lambda fix_id: progress(fix_id),
-                               lambda *step: progress.finished(*step) if args.all else None, base)
+                               lambda *step: progress.finished(*step) if args.all else None, base, history)
     pause_point("transformed")
     failed = any(o.status is Status.FAILED for job in jobs for o in job.outcomes)
     if not failed:  # a failed run writes nothing: the previous series and branches stay as they were

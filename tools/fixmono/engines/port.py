@@ -356,25 +356,26 @@ class DiffTransform:
         self.engine = "python" if path.endswith((".py", ".pyi")) else "cpp" if path.endswith(CPP) else "text"
         self.description = f"the diff's {len(hunks)} hunk(s) to {path}"
 
-    def rewrite(self, source: str, pre_image: str | None = None) -> Rewrite:
+    def rewrite(self, source: str, pre_image: str | None = None, found_in: str = "") -> Rewrite:
         """The hunks ported onto `source`, or what they gave on the same text before (remembered.py).
-        `pre_image`: the file the diff was made on, where the source has its blob (three_way.py)."""
+        `pre_image`: the file the diff was made on, where it is at hand (three_way.py, structure.py);
+        `found_in`: where (the checkout's objects, --history's, --base), for the evidence."""
         if problem := target_over_cap(source):
             raise TransformFailed(f"{problem}; refusing to port the diff onto it")
         seen = blob_id(pre_image) if pre_image is not None else None
-        return remembered(diff_code(self.path, (self.hunks, self.old_blob, seen)), source,
-                          lambda text: self._rewrite(text, pre_image))
+        return remembered(diff_code(self.path, (self.hunks, self.old_blob, seen, found_in)), source,
+                          lambda text: self._rewrite(text, pre_image, found_in))
 
-    def _rewrite(self, source: str, pre_image: str | None = None) -> Rewrite:
+    def _rewrite(self, source: str, pre_image: str | None = None, found_in: str = "") -> Rewrite:
         try:
-            return self._port(source, pre_image)
+            return self._port(source, pre_image, found_in)
         except (TransformFailed, NotApplicable) as err:  # say why the pre-image did not place it either
             if pre_image is None or "pre-image" in str(err):
                 raise
-            _, evidence = self.through_pre_image(source, pre_image, False)
+            _, evidence = self.through_pre_image(source, pre_image, False, found_in)
             raise type(err)(f"{err} ({evidence})") from None
 
-    def _port(self, source: str, pre_image: str | None) -> Rewrite:
+    def _port(self, source: str, pre_image: str | None, found_in: str = "") -> Rewrite:
         python = self.engine == "python"
         scopes = errors = None
         if python:
@@ -390,7 +391,7 @@ class DiffTransform:
         # where the hunk before was placed by its text alone (the next one is as far from it as in the diff),
         # or between places of the scope the diff names, at exactly the line it names (place())
         is_pre_image = self.old_blob is not None and blob_id(source).startswith(self.old_blob)
-        planned, evidence = self.through_pre_image(source, pre_image, is_pre_image)
+        planned, evidence = self.through_pre_image(source, pre_image, is_pre_image, found_in)
         if planned == three_way.PRESENT:  # each change stands where the pre-image has its lines, as the diff makes it
             return Rewrite(source, 0, len(self.hunks), (), tuple(h.label for h in self.hunks), evidence)
         anchored = is_pre_image
@@ -438,7 +439,7 @@ class DiffTransform:
         return Rewrite(new, len(changed), len(present), tuple(h.label for h in changed), tuple(present),
                        evidence if changed else "")
 
-    def through_pre_image(self, source: str, pre_image: str | None, is_pre_image: bool):
+    def through_pre_image(self, source: str, pre_image: str | None, is_pre_image: bool, found_in: str = ""):
         """(the hunks' places found by aligning the diff's pre-image to `source`, or None; what placed them)."""
         blob = f"blob {self.old_blob}" if self.old_blob else "no blob named: every hunk stands in it at its line"
         if is_pre_image:
@@ -446,6 +447,7 @@ class DiffTransform:
         if pre_image is None:
             return None, ""
         pre = lines_of(pre_image)
+        blob += f", {found_in}" if found_in else ""
         if not three_way.verified(pre, self.hunks):
             return None, f"by its hunks: the pre-image ({blob}) does not hold them"
         planned = three_way.placements(pre, lines_of(source), self.hunks)

@@ -102,13 +102,7 @@ class Upstream(Source):
     def blob(self, object_id: str) -> bytes | None:
         """A diff's pre-image, by the id its `index` line gives, where the repository has that blob
         (a fix made on another branch of the same upstream); None where it has not, or the id is ambiguous."""
-        if not re.fullmatch(r"[0-9a-f]{7,64}", object_id):
-            return None
-        found = self.scratch.git("cat-file", "--batch-check", input=f"{object_id}\n")
-        fields = found.split()
-        if len(fields) != 3 or fields[1] != "blob" or int(fields[2]) > self.max_target_bytes:
-            return None
-        return self.scratch.git("cat-file", "blob", fields[0], binary=True)
+        return blob_among(self.scratch, object_id, self.max_target_bytes)
 
     def read(self, path: str) -> bytes | None:
         """The file's bytes at HEAD, or None when HEAD has no such file."""
@@ -129,6 +123,42 @@ class Upstream(Source):
                             f"above the {self.max_target_bytes / (1 << 20):g} MiB limit for a target; "
                             "raise it with --max-target-size MIB")
         return self.scratch.git("cat-file", "blob", oid, binary=True)
+
+
+def blob_among(scratch: ScratchRepo, object_id: str, max_bytes: int) -> bytes | None:
+    """The blob of that (abbreviated) id among `scratch`'s objects; None where there is none, it is
+    ambiguous or over `max_bytes`."""
+    if not re.fullmatch(r"[0-9a-f]{7,64}", object_id):
+        return None
+    fields = scratch.git("cat-file", "--batch-check", input=f"{object_id}\n").split()
+    if len(fields) != 3 or fields[1] != "blob" or int(fields[2]) > max_bytes:
+        return None
+    return scratch.git("cat-file", "blob", fields[0], binary=True)
+
+
+class ObjectStore(Source):
+    """--history: a repository (a clone with history, a bare mirror of upstream) only its objects are read
+    from, for a diff's pre-image by the blob id its `index` line names."""
+
+    def __init__(self, spec: str, max_target_bytes: int = DEFAULT_MAX_TARGET_MIB << 20):
+        try:
+            path = Path(spec).expanduser()
+        except RuntimeError:
+            raise UserError(f"--history {spec}: cannot expand '~': no such user") from None
+        if not path.is_dir():
+            raise UserError(f"--history {spec}: no such directory")
+        proc = Checkout(path).git("rev-parse", "--path-format=absolute", "--git-common-dir", "--show-object-format")
+        if proc.returncode:
+            raise UserError(f"--history {spec}: not a git repository ({one_line(proc.stderr)})")
+        common_dir, object_format = proc.stdout.split("\n")[:2]
+        self.spec, self.label, self.max_target_bytes = spec, f"--history {spec}", max_target_bytes
+        self.scratch = ScratchRepo(Path(common_dir) / "objects", object_format)
+
+    def read(self, path: str) -> bytes | None:
+        return None  # no tree is read from it: only blobs by id
+
+    def blob(self, object_id: str) -> bytes | None:
+        return blob_among(self.scratch, object_id, self.max_target_bytes)
 
 
 def cache_dir() -> Path:
