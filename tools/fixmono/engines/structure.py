@@ -363,15 +363,23 @@ def same_blocks(change: Change, pre: Read, post: Read, target: Read, partner: di
     if not all(same_header(pre.parent(n), target.parent(partner[n]), partner, taken)
                for n in range(first, last) if pre.units[n].code):
         return False
-    spliced = target.lines[:lines[0]] + added + target.lines[lines[1]:]  # the added lines in place, as units
+    # the added lines in place, read as units: within the module-level statements around them (their headers
+    # are there), so that a change costs the lines of its def, not the file's
+    t_first, t_last = target.unit_at(lines[0]), target.unit_at(lines[1])
+    w_first = next((n for n in range(t_first - 1, -1, -1) if target.units[n].code and not target.units[n].indent), 0)
+    w_last = next((n for n in range(t_last, len(target.units)) if target.units[n].code and not target.units[n].indent),
+                  len(target.units))
+    w0 = target.units[w_first].start if target.units else 0
+    w1 = target.units[w_last].start if w_last < len(target.units) else len(target.lines)
+    spliced = target.lines[w0:lines[0]] + added + target.lines[lines[1]:w1]
     units = units_of(spliced)
     if units is None:
         return False
     here = Read(spliced, units)
     post_first, post_last = post.unit_at(change.post[0]), post.unit_at(change.post[1])
-    here_first = here.unit_at(lines[0])
-    if here_first < len(here.units) and here.units[here_first].start != lines[0] or \
-            here.unit_at(lines[0] + len(added)) - here_first != post_last - post_first:
+    here_first = here.unit_at(lines[0] - w0)
+    if here_first < len(here.units) and here.units[here_first].start != lines[0] - w0 or \
+            here.unit_at(lines[0] - w0 + len(added)) - here_first != post_last - post_first:
         return False
     for k in range(post_last - post_first):
         mine, theirs = post_first + k, here_first + k
@@ -389,7 +397,7 @@ def same_blocks(change: Change, pre: Read, post: Read, target: Read, partner: di
         if want is not None and origin[post.units[want].start] is None:
             return False  # its header is another change's
         header = None if want is None else pre.owner[origin[post.units[want].start]]
-        if not same_header(header, got, partner, taken):
+        if not same_header(header, None if got is None else w_first + got, partner, taken):
             return False
     return True
 
