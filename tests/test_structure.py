@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import difflib
 import random
+import re
 
 import pytest
 
@@ -182,6 +183,22 @@ def main(argv):
 '''
 
 
+def random_edit(rng: random.Random, lines: list[str], among: list[int]) -> tuple[int, str, list[str]]:
+    """(line, kind, the post-image's lines): a statement of `among` replaced by a call, a call added after
+    it, or it removed, such that the result parses (not the only statement of a block removed)."""
+    while True:
+        at, kind = rng.choice(among), rng.choice(["replace", "add", "remove"])
+        indent = lines[at][:len(lines[at]) - len(lines[at].lstrip())]
+        post = {"replace": lines[:at] + [f"{indent}trace({at})\n"] + lines[at + 1:],
+                "add": lines[:at + 1] + [f"{indent}trace({at})\n"] + lines[at + 1:],
+                "remove": lines[:at] + lines[at + 1:]}[kind]
+        try:
+            compile("".join(post), "m.py", "exec")
+            return at, kind, post
+        except SyntaxError:
+            continue
+
+
 @pytest.mark.parametrize("seed", range(40))
 def test_comment_and_blank_lines_added_away_from_the_edit_change_nothing_else(seed):
     """A whole class of releases: the pre-image with comment and blank lines added between statements,
@@ -190,17 +207,7 @@ def test_comment_and_blank_lines_added_away_from_the_edit_change_nothing_else(se
     rng = random.Random(seed)
     lines = lines_of(MODULE)
     simple = [n for n, line in enumerate(lines) if line.strip() and not line.rstrip().endswith((":", '"""'))]
-    while True:  # a random edit of a simple statement that parses (not the only statement of a block removed)
-        at, kind = rng.choice(simple), rng.choice(["replace", "add", "remove"])
-        indent = lines[at][:len(lines[at]) - len(lines[at].lstrip())]
-        post_lines = {"replace": lines[:at] + [f"{indent}trace({at})\n"] + lines[at + 1:],
-                      "add": lines[:at + 1] + [f"{indent}trace({at})\n"] + lines[at + 1:],
-                      "remove": lines[:at] + lines[at + 1:]}[kind]
-        try:
-            compile("".join(post_lines), "m.py", "exec")
-            break
-        except SyntaxError:
-            continue
+    at, kind, post_lines = random_edit(rng, lines, simple)
     spots = [n for n in range(1, len(lines)) if abs(n - at) > 2 and lines[n].strip()]
     added = sorted(rng.sample(spots, 3), reverse=True)
     release, right = list(lines), list(post_lines)
@@ -212,3 +219,38 @@ def test_comment_and_blank_lines_added_away_from_the_edit_change_nothing_else(se
         right[where:where] = extra
     got = ported(MODULE, "".join(post_lines), "".join(release))
     assert got == "".join(right), (kind, at, added)
+
+
+def reflowed(line: str) -> list[str] | None:
+    """`x = f(a, b)` as black writes it over lines (a trailing comma), or None where the line has no such call."""
+    match = re.fullmatch(r"(\s*)(.*?\w)\(([^()]+)\)(:?)\n", line)
+    if match is None or match[4]:
+        return None
+    indent, head, args = match[1], match[2], [a.strip() for a in match[3].split(",")]
+    return [f"{indent}{head}(\n"] + [f"{indent}    {a},\n" for a in args] + [f"{indent})\n"]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_statements_reflowed_over_lines_anywhere_are_one_statement_each(seed):
+    """A whole class of releases: calls of the pre-image written over several lines (the edited statement
+    and its neighbours among them); the fix a random statement replaced, added after, or removed. The result
+    is the release with the fix's edit: an untouched statement keeps the release's lines, a replaced one is
+    the fix's line."""
+    rng = random.Random(seed)
+    lines = lines_of(MODULE)
+    calls = [n for n, line in enumerate(lines) if reflowed(line)]
+    at, kind, post = random_edit(rng, lines, calls)
+    indent = lines[at][:len(lines[at]) - len(lines[at].lstrip())]
+    flowed = set(rng.sample(calls, 3)) | {at} if rng.random() < 0.7 else set(rng.sample(calls, 3)) - {at}
+    release, right = [], []
+    for n, line in enumerate(lines):
+        mine = reflowed(line) if n in flowed else [line]
+        release += mine
+        if n != at:
+            right += mine
+        elif kind == "replace":
+            right.append(f"{indent}trace({at})\n")
+        elif kind == "add":
+            right += mine + [f"{indent}trace({at})\n"]
+    got = ported(MODULE, "".join(post), "".join(release))
+    assert got == "".join(right), (kind, at, sorted(flowed))
