@@ -21,6 +21,7 @@ lines moved; the target's other bytes stay as they are. Anything else: None,
 and the hunks decide as without the pre-image."""
 from __future__ import annotations
 
+import ast
 import io
 import tokenize
 from dataclasses import dataclass
@@ -182,12 +183,8 @@ def aligned(pre: Read, target: Read, pre_defs: dict, target_defs: dict) -> dict[
             span = by_name[qualified[-1]][0]
         if span is None:
             continue
-        inside = range(span[0], span[1] + 1)
-        for n in range(first, last + 1):  # what the order matched of either def elsewhere is dropped
-            if n in found and found[n] not in inside:
-                del found[n]
-        taken = {b for a, b in found.items() if b in inside and not first <= a <= last}
-        found = {a: b for a, b in found.items() if b not in taken}
+        # what the order matched of either def is dropped: the def is matched to its namesake alone
+        found = {a: b for a, b in found.items() if not first <= a <= last and not span[0] <= b <= span[1]}
         local = SequenceMatcher(None, keys_pre[first:last + 1], keys_target[span[0]:span[1] + 1], autojunk=False)
         for a, b, size in local.get_matching_blocks():
             found.update((first + a + i, span[0] + b + i) for i in range(size))
@@ -196,7 +193,6 @@ def aligned(pre: Read, target: Read, pre_defs: dict, target_defs: dict) -> dict[
 
 def defs_of(read: Read, tree) -> dict[tuple[str, ...], tuple[int, int]]:
     """Qualified def/class name -> (its header's unit, its last unit); a name given twice is left out."""
-    import ast
     out: dict = {}
     twice = set()
 
@@ -218,7 +214,6 @@ def defs_of(read: Read, tree) -> dict[tuple[str, ...], tuple[int, int]]:
 def placements(pre_lines: list[str], target_lines: list[str], hunks: tuple[Hunk, ...]) -> list[tuple] | None:
     """For each hunk (in order): (start, stop, replacement, rows of added lines in it, the hunk as it edits
     the target) on `target_lines`; None where one change cannot be placed by the units."""
-    import ast
     post_lines, origin, changes = post_image(pre_lines, hunks)
     units = [units_of(lines) for lines in (pre_lines, post_lines, target_lines)]
     if None in units:
