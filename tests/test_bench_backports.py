@@ -157,6 +157,11 @@ def test_main_tables_and_json(upstream, tmp_path, capsys):
     assert [(r["setting"], r["target"], r[bench.ENGINE]) for r in rows if r["main"] == upstream["scale"]] == [
         ("release", rows[0]["parent"], "identical"), ("older", "v1.0.0", "not-applicable"),
         ("older", "v1.1.1", "failed")]
+    # the evidence per file, and the engine given the pre-image by its class in both settings
+    assert rows[0][f"{bench.ENGINE} evidence"] == {"pkg/trainer.py": ""}
+    assert rows[0][f"{bench.ENGINE_PRE} evidence"]["pkg/trainer.py"].startswith("placed through the diff's pre-image")
+    assert "| pre-image placed | 2 | 1 | 0 | 1 | 0 |" in text
+    assert "| pre-image did not place it (hunks decided) | 1 | 0 | 0 | 0 | 0 | 1 | 0 |" in text
 
 
 def test_cli_sample_agrees_with_the_in_process_engine(upstream, capsys):
@@ -185,3 +190,19 @@ def test_usable_column_and_the_engine_checks_uses():
              **{f"{t} unusable": None for t in bench.ALL}}, {"repo": "r", "removed lines present": True,
              **{t: "clean" for t in bench.ALL}, **{f"{t} unusable": "reads self.momentum" for t in bench.ALL}}]
     assert "| git apply | 2/2 (100%) | 1/2 | 0 |" in bench.older_table(rows, "r")
+
+
+def test_evidence_classes():
+    """The engine's evidence, from a Rewrite or the parentheses of a refusal, classed by the start of
+    its phrase; an attempt of several files under its weakest; a phrase not known yet, its own class."""
+    refusal = "hunk @@ -3 @@: refusing to guess (by its hunks: the lines differ here from its pre-image (blob 1a2b))"
+    assert bench.refusal_evidence(refusal) == "by its hunks: the lines differ here from its pre-image (blob 1a2b)"
+    assert bench.refusal_evidence("its scope is not in this file, but lines it removes are") == ""
+    placed = "placed through the diff's pre-image (blob 1a2b)"
+    syntax = "placed by the syntax of its pre-image (blob 1a2b)"
+    assert bench.evidence_class({"a.py": syntax}) == "pre-image placed by syntax"
+    assert bench.evidence_class({"a.py": syntax, "b.py": placed}) == "pre-image placed"
+    assert bench.evidence_class({"a.py": placed, "b.py": bench.refusal_evidence(refusal)}) == \
+        "pre-image did not place it (hunks decided)"
+    assert bench.evidence_class({"a.py": ""}) == bench.evidence_class({}) == bench.NO_EVIDENCE
+    assert bench.evidence_class({"a.py": "found by a new rule"}) == "other: found by a new rule"

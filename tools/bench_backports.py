@@ -50,6 +50,12 @@ scratch folder: `git apply`, `git apply -C1`, `patch -p1 --fuzz=3`.
    it applied, the files `git am` of its series gives must be the engine's
    text. Exit 1 where one disagrees.
 
+The engine's evidence per file (Rewrite.evidence, or what it appends to a
+refusal in parentheses: `placed through the diff's pre-image (blob ...)`, `by
+its hunks: ...`; empty where its hunks alone decided) is in the --json rows
+(`<tool> evidence`, `<tool> evidence class`), and a table per setting gives
+the `port engine + pre-image` outcomes by its class.
+
 Tables on stdout, progress on stderr; --verbose prints each engine `wrong`
 and `broken` case with a short diff; --json dumps one row per attempt.
 """
@@ -230,6 +236,33 @@ class Result:
     status: str  # applied | already-applied | not-applicable | failed
     texts: dict[str, str] | None = None  # the files after it, where applied
     message: str = ""
+    evidence: dict[str, str] = dataclasses.field(default_factory=dict)  # the engine's, per file it reached
+
+
+# what placed a file's hunks (Rewrite.evidence, or the text the engine appends in parentheses to a
+# refusal), by the stable start of its phrase (engines/port.py: DiffTransform.through_pre_image); an
+# attempt of several files counts under the last of its files' classes in this order (the weakest)
+EVIDENCE = {"placed by the syntax of": "pre-image placed by syntax",
+            "placed through the diff's pre-image": "pre-image placed",
+            "the file is the diff's pre-image": "the file is the pre-image",
+            "its changes stand here where its pre-image": "pre-image present (its changes there)",
+            "by its hunks:": "pre-image did not place it (hunks decided)"}
+NO_EVIDENCE = "no evidence given (hunks only)"
+
+
+def refusal_evidence(message: str) -> str:
+    """The evidence the engine appended to a refusal message, `(by its hunks: ...)`; '' where none."""
+    at = max(message.rfind(f"({phrase}") for phrase in EVIDENCE)
+    return message[at + 1:].removesuffix(")") if at >= 0 else ""
+
+
+def evidence_class(evidence: dict[str, str]) -> str:
+    """The attempt's class: its files' weakest evidence (EVIDENCE's order: a class holds the attempts
+    whose every file had at least that); an unknown phrase its own class, after the known ones."""
+    found = [next((name for phrase, name in EVIDENCE.items() if text.startswith(phrase)),
+                  f"other: {text[:40]}") if text else NO_EVIDENCE for text in evidence.values()]
+    order = [*EVIDENCE.values(), NO_EVIDENCE]
+    return max(found, key=lambda c: order.index(c) if c in order else len(EVIDENCE), default=NO_EVIDENCE)
 
 
 def engine(patch: str, files: dict[str, str], read=None, pre_images: dict[str, str | None] | None = None) -> Result:
@@ -241,27 +274,29 @@ def engine(patch: str, files: dict[str, str], read=None, pre_images: dict[str, s
         parsed = parse_patch(patch, "main.patch")
     except UserError as err:
         return Result("failed", message=str(err))
-    out, statuses, messages = {}, set(), []
+    out, statuses, messages, evidence = {}, set(), [], {}
     for f in parsed.files:
         try:
             rewrite = DiffTransform(f.path, f.hunks).rewrite(files[f.path], (pre_images or {}).get(f.path))
         except NotApplicable as err:
             statuses.add("not-applicable")
             messages.append(f"{f.path}: not-applicable: {err}")
+            evidence[f.path] = refusal_evidence(str(err))
             continue
         except (TransformFailed, TargetSyntaxError) as err:
-            return Result("failed", message=f"{f.path}: {err}")
-        out[f.path] = rewrite.source
+            evidence[f.path] = refusal_evidence(str(err))
+            return Result("failed", message=f"{f.path}: {err}", evidence=evidence)
+        out[f.path], evidence[f.path] = rewrite.source, rewrite.evidence
         statuses.add("applied" if rewrite.changed else "already-applied")
     if statuses == {"not-applicable"}:
-        return Result("not-applicable", message="; ".join(messages))
+        return Result("not-applicable", message="; ".join(messages), evidence=evidence)
     if "not-applicable" in statuses:
-        return Result("failed", message="half the diff applies: " + "; ".join(messages))
+        return Result("failed", message="half the diff applies: " + "; ".join(messages), evidence=evidence)
     if "applied" not in statuses:
-        return Result("already-applied")
+        return Result("already-applied", evidence=evidence)
     if read is not None and (why := unusable(read, files, out)):
-        return Result("failed", message=why)
-    return Result("applied", {**files, **out})
+        return Result("failed", message=why, evidence=evidence)
+    return Result("applied", {**files, **out}, evidence=evidence)
 
 
 def text_tool(command: list[str], patch: str, files: dict[str, str]) -> Result:
@@ -454,6 +489,7 @@ def release_branch_rows(gitdir: str, pair: Pair, patch: str, wanted: dict, verbo
         else:
             verdict = "wrong explained" if explained(result, files, patch, results["git apply"], truth) else "wrong"
         row[tool] = verdict
+    with_evidence(row, results)
     eng, plain = results[ENGINE], results["git apply"]
     row["engine status"], row["engine message"] = eng.status, eng.message
     row["engine broken"] = check(eng, files, wanted) if eng.status == "applied" else None
@@ -474,6 +510,13 @@ def release_branch_rows(gitdir: str, pair: Pair, patch: str, wanted: dict, verbo
     return row
 
 
+def with_evidence(row: dict, results: dict[str, Result]) -> None:
+    """The engine's evidence per file, and its class, into the attempt's row."""
+    for tool in (ENGINE, ENGINE_PRE):
+        row[f"{tool} evidence"] = results[tool].evidence
+        row[f"{tool} evidence class"] = evidence_class(results[tool].evidence)
+
+
 def older_rows(gitdir: str, pair: Pair, patch: str, wanted: dict, verbose: bool) -> list[dict]:
     """Setting 2: the main diff onto the 1-3 minor releases before the branch's, checked without truth."""
     parsed = parse_patch(patch, "main.patch")
@@ -490,7 +533,9 @@ def older_rows(gitdir: str, pair: Pair, patch: str, wanted: dict, verbose: bool)
         row["removed lines present"] = all(removed[p] <= {line.strip() for line in files[p].splitlines()}
                                            for p in removed)
         read = tree_at(gitdir, tag)
-        for tool, result in port_all(patch, files, read, pre_images(gitdir, pair)).items():
+        results = port_all(patch, files, read, pre_images(gitdir, pair))
+        with_evidence(row, results)
+        for tool, result in results.items():
             why = check(result, files, wanted) if result.status == "applied" else None
             row[tool] = "broken" if why else "clean" if result.status == "applied" else result.status
             row[f"{tool} why"] = why or result.message
@@ -604,6 +649,22 @@ def older_table(rows: list[dict], title: str) -> str:
     return "\n".join(out) + "\n"
 
 
+def evidence_table(rows: list[dict], title: str, outcomes: tuple[str, ...]) -> str:
+    """The engine given the pre-image: its outcomes by the class of the evidence that placed (or did
+    not place) its hunks; `usable` among the outcomes: clean and its uses in the release."""
+    rows = [r for r in rows if not r.get("missing file")]
+    key = f"{ENGINE_PRE} evidence class"
+    found = Counter(r[key] for r in rows)
+    out = [f"#### {title}: `{ENGINE_PRE}` by the evidence that placed its hunks, {len(rows)} attempts\n",
+           "| evidence | attempts | " + " | ".join(outcomes) + " |", "|---" * (len(outcomes) + 2) + "|"]
+    for name in [*EVIDENCE.values(), NO_EVIDENCE, *sorted(set(found) - {*EVIDENCE.values(), NO_EVIDENCE})]:
+        mine = [r for r in rows if r[key] == name]
+        c = Counter(r[ENGINE_PRE] for r in mine)
+        c["usable"] = sum(r[ENGINE_PRE] == "clean" and not r.get(f"{ENGINE_PRE} unusable") for r in mine)
+        out.append(f"| {name} | {len(mine)} | " + " | ".join(str(c[o]) for o in outcomes) + " |")
+    return "\n".join(out) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("gitdirs", nargs="+", metavar="GITDIR", help="a bare clone of an upstream repository")
@@ -644,10 +705,13 @@ def main(argv: list[str] | None = None) -> int:
     for repo in repos:
         print(release_table([r for r in release if r["repo"] == repo], repo))
     print(release_table(release, "All repositories"))
+    print(evidence_table(release, "Release branches", ("identical", "wrong", "wrong explained", "no")))
     if not args.no_older:
         for repo in repos:
             print(older_table([r for r in older if r["repo"] == repo], repo))
         print(older_table(older, "All repositories"))
+        print(evidence_table(older, "Older releases", ("clean", "usable", "broken", "failed", "not-applicable",
+                                                       "already-applied")))
     print(f"Speed: the engine parsed and ported {len(inputs)} diffs (release-branch setting) in {seconds:.1f} s")
     disagree = []
     if args.cli > 0:
