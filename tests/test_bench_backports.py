@@ -206,3 +206,20 @@ def test_evidence_classes():
         "pre-image did not place it (hunks decided)"
     assert bench.evidence_class({"a.py": ""}) == bench.evidence_class({}) == bench.NO_EVIDENCE
     assert bench.evidence_class({"a.py": "found by a new rule"}) == "other: found by a new rule"
+
+
+def test_git_apply_3way_finds_the_pre_image_and_leaves_the_mirror_alone(upstream):
+    """`git apply --3way` merges where the context drifted (it has the diff's pre-image blob, as a clone
+    has), a conflict is failed, a merge that changes nothing already-applied, and the mirror's files
+    (objects, packs, their times) stay as they were."""
+    gitdir = upstream["gitdir"]
+    patch, _ = bench.main_diff(gitdir, bench.select_pairs(gitdir)[0])
+    before = sorted((str(p), p.stat().st_mtime_ns) for p in Path(gitdir).rglob("*") if p.is_file())
+    fix = ("return round(value * self.factor)", "return math.floor(value * self.factor + 0.5)")
+    drifted = {"pkg/trainer.py": V1_1_1}
+    assert bench.text_tool(bench.TOOLS["git apply"], patch, drifted).status == "failed"
+    assert bench.three_way(gitdir, patch, drifted) == bench.Result("applied", {"pkg/trainer.py": V1_1_1.replace(*fix)})
+    changed_too = {"pkg/trainer.py": V1_2.replace(fix[0], "return round(value * self.factor, 2)")}
+    assert bench.three_way(gitdir, patch, changed_too).status == "failed"
+    assert bench.three_way(gitdir, patch, {"pkg/trainer.py": FIXED}).status == "already-applied"
+    assert sorted((str(p), p.stat().st_mtime_ns) for p in Path(gitdir).rglob("*") if p.is_file()) == before

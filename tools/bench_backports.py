@@ -16,8 +16,11 @@ ignored) is `trivial`; it is counted, and also reported apart.
 
 The main commit's `git format-patch` is given, side by side, to the port
 engine (`DiffTransform(path, hunks).rewrite(source)` per file, as
-`make_patch --diff` does) and to three text tools on the same files in a
-scratch folder: `git apply`, `git apply -C1`, `patch -p1 --fuzz=3`.
+`make_patch --diff` does), to three text tools on the same files in a
+scratch folder: `git apply`, `git apply -C1`, `patch -p1 --fuzz=3`, and to
+`git apply --3way` as in a clone with the objects (a scratch repository
+holding the target's files and the blobs the diff's index lines name, read
+from GITDIR: it finds the pre-image there; a conflict is `failed`).
 
 1. Release branch, truth known: the files at the backport's parent, the truth
    the files at the backport. Per tool:
@@ -96,7 +99,8 @@ TOOLS = {"git apply": ["git", "apply"], "git apply -C1": ["git", "apply", "-C1"]
          "patch --fuzz=3": ["patch", "-p1", "--fuzz=3", "--no-backup-if-mismatch", "-s", "-f"]}
 ENGINE = "port engine"
 ENGINE_PRE = "port engine + pre-image"  # given the main commit's parent file, as a checkout holding its blob is
-ALL = (ENGINE, ENGINE_PRE, *TOOLS)
+THREE_WAY = "git apply --3way"  # as in a clone with the objects: it finds the pre-image blobs by the index lines
+ALL = (ENGINE, ENGINE_PRE, *TOOLS, THREE_WAY)
 # a release branch: an optional prefix, a version, optional release-ish suffixes
 RELEASE = re.compile(r"^(?:release[/_-]?v?|r|v)?(\d+)\.(\d+)(?:\.\d+)?(?:\.x|\.X)?"
                      r"(?:[-_.](?:release|post\d*|patch|bis|good)\w*)*$")
@@ -311,9 +315,44 @@ def text_tool(command: list[str], patch: str, files: dict[str, str]) -> Result:
         return Result("applied", {path: (Path(tmp) / path).read_text() for path in files})
 
 
-def port_all(patch: str, files: dict[str, str], read, pre_images: dict[str, str | None]) -> dict[str, Result]:
+def three_way(gitdir: str, patch: str, files: dict[str, str]) -> Result:
+    """`git apply --3way` as in a clone of GITDIR at the target: a scratch repository whose index and
+    work tree hold `files`, and whose objects hold the blobs the diff's index lines name, read from
+    GITDIR (a clone has them: there it finds the pre-image). Not GITDIR itself as GIT_DIR or as an
+    alternate: git "freshens" (sets the time of) a pack holding an object it writes again, and
+    `git apply --3way` writes its blobs: the mirror's packs would be touched. A conflict (its
+    markers, a non-zero exit) is failed; a merge that changes nothing (the change is there), already-applied."""
+    with tempfile.TemporaryDirectory() as tmp:
+        work, repo = Path(tmp) / "work", Path(tmp) / "git"
+        for path, text in files.items():
+            (work / path).parent.mkdir(parents=True, exist_ok=True)
+            (work / path).write_text(text)
+        env = clean_env(GIT_DIR=str(repo), GIT_WORK_TREE=str(work))
+        steps = [(["init", "-q", "--bare", "--template=", str(repo)], None, clean_env()),
+                 (["update-index", "--add", "--", *files], None, env)]
+        steps += [(["hash-object", "-w", "--no-filters", "--stdin"], data, env)
+                  for f in parse_patch(patch, "main.patch").files
+                  if f.old_blob and (data := show_blob(gitdir, f.old_blob)) is not None]
+        for args, data, step_env in steps:
+            if (proc := run_git(work, *args, env=step_env, input=data)).returncode:
+                raise subprocess.CalledProcessError(proc.returncode, ["git", *args], proc.stdout, proc.stderr)
+        proc = run_git(work, "apply", "--3way", input=patch, env=env)
+        if proc.returncode:
+            return Result("failed", message=(proc.stdout + proc.stderr).strip()[:300])
+        texts = {path: (work / path).read_text() for path in files}
+        return Result("already-applied") if texts == files else Result("applied", texts)  # merged: no change
+
+
+def show_blob(gitdir: str, blob: str) -> bytes | None:
+    """The blob's bytes (an abbreviated id, as an index line names it), None where GITDIR has none."""
+    proc = run_git(None, "--git-dir", gitdir, "cat-file", "blob", blob, env=GIT_ENV, binary=True)
+    return None if proc.returncode else proc.stdout
+
+
+def port_all(patch: str, files: dict[str, str], read, pre_images: dict[str, str | None],
+             gitdir: str) -> dict[str, Result]:
     return {ENGINE: engine(patch, files, read), ENGINE_PRE: engine(patch, files, read, pre_images),
-            **{t: text_tool(c, patch, files) for t, c in TOOLS.items()}}
+            **{t: text_tool(c, patch, files) for t, c in TOOLS.items()}, THREE_WAY: three_way(gitdir, patch, files)}
 
 
 def pre_images(gitdir: str, pair: Pair) -> dict[str, str | None]:
@@ -479,7 +518,7 @@ def release_branch_rows(gitdir: str, pair: Pair, patch: str, wanted: dict, verbo
     """Setting 1: the main diff onto the backport's parent, against the backport."""
     files = {p: show(gitdir, pair.parent, p) for p in pair.paths}
     truth = {p: show(gitdir, pair.pick, p) for p in pair.paths}
-    results = port_all(patch, files, tree_at(gitdir, pair.parent), pre_images(gitdir, pair))
+    results = port_all(patch, files, tree_at(gitdir, pair.parent), pre_images(gitdir, pair), gitdir)
     row = {"setting": "release", **dataclasses.asdict(pair), "target": pair.parent}
     for tool, result in results.items():
         if result.status != "applied":
@@ -533,7 +572,7 @@ def older_rows(gitdir: str, pair: Pair, patch: str, wanted: dict, verbose: bool)
         row["removed lines present"] = all(removed[p] <= {line.strip() for line in files[p].splitlines()}
                                            for p in removed)
         read = tree_at(gitdir, tag)
-        results = port_all(patch, files, read, pre_images(gitdir, pair))
+        results = port_all(patch, files, read, pre_images(gitdir, pair), gitdir)
         with_evidence(row, results)
         for tool, result in results.items():
             why = check(result, files, wanted) if result.status == "applied" else None
