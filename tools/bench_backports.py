@@ -45,7 +45,10 @@ from GITDIR: it finds the pre-image there; a conflict is `failed`).
    `self`/`cls` and pass as keywords is in that release's tree (the files at
    the tag, read from git; engines/uses.py). The engine's own text gets that
    check in both settings, as make_patch's does: a certain miss is `failed`.
-3. Speed: the engine alone, parsing and porting every diff of setting 1.
+3. Speed: CPU seconds to parse and port every diff of setting 1: the engine
+   in-process without and with the pre-image (the rewrite cache off), beside
+   `git apply`'s processes', as ratios; and this process's peak memory
+   (ru_maxrss: the engine, and the benchmark's rows around it).
 4. --cli N: N release-branch pairs, evenly spread, also through the real
    command (`python -m fixmono make-patch --diff main.patch --upstream
    CHECKOUT --out DIR --json`, the checkout a shared clone of GITDIR at the
@@ -71,6 +74,7 @@ import difflib
 import json
 import os
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -629,21 +633,41 @@ def sample(items: list, count: int) -> list:
     return [items[round(i * (len(items) - 1) / max(count - 1, 1))] for i in range(count)]
 
 
-def speed(inputs: list[tuple[str, dict]]) -> float:
-    """Seconds the engine takes to parse and port every diff (setting 1's files, in memory), the
-    rewrite cache off (setting 1 filled it: a warm cache would measure reading it back)."""
+def speed(inputs: list[tuple[str, dict, dict]]) -> dict[str, float]:
+    """CPU seconds to parse and port every diff of setting 1 (its files in memory): the engine in this
+    process (time.process_time) without and with the pre-image, the rewrite cache off (setting 1
+    filled it: a warm cache would measure reading it back), and `git apply` in its scratch folder
+    (its processes' CPU, getrusage(RUSAGE_CHILDREN): the folder's writes not counted)."""
     was = os.environ.get("FIXMONO_REWRITE_CACHE")
     os.environ["FIXMONO_REWRITE_CACHE"] = "off"
     try:
-        start = time.perf_counter()
-        for patch, files in inputs:
-            engine(patch, files)
-        return time.perf_counter() - start
+        cpu = {}
+        for tool in (ENGINE, ENGINE_PRE):
+            start = time.process_time()
+            for patch, files, pre in inputs:
+                engine(patch, files, pre_images=pre if tool == ENGINE_PRE else None)
+            cpu[tool] = time.process_time() - start
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        for patch, files, _ in inputs:
+            text_tool(TOOLS["git apply"], patch, files)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu["git apply"] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        return cpu
     finally:
         if was is None:
             del os.environ["FIXMONO_REWRITE_CACHE"]
         else:
             os.environ["FIXMONO_REWRITE_CACHE"] = was
+
+
+def speed_line(count: int, cpu: dict[str, float]) -> str:
+    """The CPU seconds side by side, as ratios to `git apply`'s, and this process's peak memory."""
+    plain = cpu["git apply"]
+    ratio = {tool: f" ({seconds / plain:.1f}x git apply's)" if plain > 0 else "" for tool, seconds in cpu.items()}
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    return (f"Speed: the {count} release-branch diffs, CPU seconds: {ENGINE} {cpu[ENGINE]:.2f} s{ratio[ENGINE]}, "
+            f"{ENGINE_PRE} {cpu[ENGINE_PRE]:.2f} s{ratio[ENGINE_PRE]}, git apply {plain:.2f} s (its processes); "
+            f"peak memory of this process (the engine, and the benchmark's rows around it) {peak:.0f} MB")
 
 
 # --- tables --------------------------------------------------------------------------------------
@@ -726,12 +750,12 @@ def main(argv: list[str] | None = None) -> int:
             row = release_branch_rows(gitdir, pair, patch, wanted, args.verbose)
             release.append(row)
             picked.append((gitdir, pair, patch))
-            inputs.append((patch, {p: show(gitdir, pair.parent, p) for p in pair.paths}))
+            inputs.append((patch, {p: show(gitdir, pair.parent, p) for p in pair.paths}, pre_images(gitdir, pair)))
             if not args.no_older:
                 older += older_rows(gitdir, pair, patch, wanted, args.verbose)
             print(f"  {n}/{len(pairs)} {pair.branch} {pair.main[:10]}: " + ", ".join(f"{t} {row[t]}" for t in ALL)
                   + (f" ({row['engine message'][:120]})" if row["engine message"] else ""), file=sys.stderr, flush=True)
-    seconds = speed(inputs)
+    cpu = speed(inputs)
     repos = list(dict.fromkeys(r["repo"] for r in release))
     print(f"### Upstream backports: {len(release)} pairs in {len(repos)} repositories"
           + ("" if pyflakes_check else " (pyflakes not importable: no undefined-name check)") + "\n")
@@ -751,7 +775,7 @@ def main(argv: list[str] | None = None) -> int:
         print(older_table(older, "All repositories"))
         print(evidence_table(older, "Older releases", ("clean", "usable", "broken", "failed", "not-applicable",
                                                        "already-applied")))
-    print(f"Speed: the engine parsed and ported {len(inputs)} diffs (release-branch setting) in {seconds:.1f} s")
+    print(speed_line(len(inputs), cpu))
     disagree = []
     if args.cli > 0:
         chosen = sample(picked, args.cli)
