@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -152,11 +153,17 @@ def test_main_tables_and_json(upstream, tmp_path, capsys):
     text = capsys.readouterr().out
     assert "| port engine | 1/2 (50%) | 0 | 1 | 0 | 0/1 |" in text
     assert "**differs from git apply where git apply applies: 0**" in text
-    assert "Speed: the engine parsed and ported 2 diffs" in text
+    assert re.search(r"Speed: the 2 release-branch diffs, CPU seconds: port engine [\d.]+ s.*, git apply [\d.]+ s .*"
+                     r"peak memory of this process .* \d+ MB", text)
     rows = json.loads(out.read_text())
     assert [(r["setting"], r["target"], r[bench.ENGINE]) for r in rows if r["main"] == upstream["scale"]] == [
         ("release", rows[0]["parent"], "identical"), ("older", "v1.0.0", "not-applicable"),
         ("older", "v1.1.1", "failed")]
+    # the evidence per file, and the engine given the pre-image by its class in both settings
+    assert rows[0][f"{bench.ENGINE} evidence"] == {"pkg/trainer.py": ""}
+    assert rows[0][f"{bench.ENGINE_PRE} evidence"]["pkg/trainer.py"].startswith("placed through the diff's pre-image")
+    assert "| pre-image placed | 2 | 1 | 0 | 1 | 0 |" in text
+    assert "| pre-image did not place it (hunks decided) | 1 | 0 | 0 | 0 | 0 | 1 | 0 |" in text
 
 
 def test_cli_sample_agrees_with_the_in_process_engine(upstream, capsys):
@@ -185,3 +192,36 @@ def test_usable_column_and_the_engine_checks_uses():
              **{f"{t} unusable": None for t in bench.ALL}}, {"repo": "r", "removed lines present": True,
              **{t: "clean" for t in bench.ALL}, **{f"{t} unusable": "reads self.momentum" for t in bench.ALL}}]
     assert "| git apply | 2/2 (100%) | 1/2 | 0 |" in bench.older_table(rows, "r")
+
+
+def test_evidence_classes():
+    """The engine's evidence, from a Rewrite or the parentheses of a refusal, classed by the start of
+    its phrase; an attempt of several files under its weakest; a phrase not known yet, its own class."""
+    refusal = "hunk @@ -3 @@: refusing to guess (by its hunks: the lines differ here from its pre-image (blob 1a2b))"
+    assert bench.refusal_evidence(refusal) == "by its hunks: the lines differ here from its pre-image (blob 1a2b)"
+    assert bench.refusal_evidence("its scope is not in this file, but lines it removes are") == ""
+    placed = "placed through the diff's pre-image (blob 1a2b)"
+    syntax = "placed by the syntax of its pre-image (blob 1a2b)"
+    assert bench.evidence_class({"a.py": syntax}) == "pre-image placed by syntax"
+    assert bench.evidence_class({"a.py": syntax, "b.py": placed}) == "pre-image placed"
+    assert bench.evidence_class({"a.py": placed, "b.py": bench.refusal_evidence(refusal)}) == \
+        "pre-image did not place it (hunks decided)"
+    assert bench.evidence_class({"a.py": ""}) == bench.evidence_class({}) == bench.NO_EVIDENCE
+    assert bench.evidence_class({"a.py": "found by a new rule"}) == "other: found by a new rule"
+
+
+def test_git_apply_3way_finds_the_pre_image_and_leaves_the_mirror_alone(upstream):
+    """`git apply --3way` merges where the context drifted (it has the diff's pre-image blob, as a clone
+    has), a conflict is failed, a merge that changes nothing already-applied, and the mirror's files
+    (objects, packs, their times) stay as they were."""
+    gitdir = upstream["gitdir"]
+    patch, _ = bench.main_diff(gitdir, bench.select_pairs(gitdir)[0])
+    before = sorted((str(p), p.stat().st_mtime_ns) for p in Path(gitdir).rglob("*") if p.is_file())
+    fix = ("return round(value * self.factor)", "return math.floor(value * self.factor + 0.5)")
+    drifted = {"pkg/trainer.py": V1_1_1}
+    assert bench.text_tool(bench.TOOLS["git apply"], patch, drifted).status == "failed"
+    assert bench.three_way(gitdir, patch, drifted) == bench.Result("applied", {"pkg/trainer.py": V1_1_1.replace(*fix)})
+    changed_too = {"pkg/trainer.py": V1_2.replace(fix[0], "return round(value * self.factor, 2)")}
+    assert bench.three_way(gitdir, patch, changed_too).status == "failed"
+    assert bench.three_way(gitdir, patch, {"pkg/trainer.py": FIXED}).status == "already-applied"
+    assert sorted((str(p), p.stat().st_mtime_ns) for p in Path(gitdir).rglob("*") if p.is_file()) == before

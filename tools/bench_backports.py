@@ -16,8 +16,11 @@ ignored) is `trivial`; it is counted, and also reported apart.
 
 The main commit's `git format-patch` is given, side by side, to the port
 engine (`DiffTransform(path, hunks).rewrite(source)` per file, as
-`make_patch --diff` does) and to three text tools on the same files in a
-scratch folder: `git apply`, `git apply -C1`, `patch -p1 --fuzz=3`.
+`make_patch --diff` does), to three text tools on the same files in a
+scratch folder: `git apply`, `git apply -C1`, `patch -p1 --fuzz=3`, and to
+`git apply --3way` as in a clone with the objects (a scratch repository
+holding the target's files and the blobs the diff's index lines name, read
+from GITDIR: it finds the pre-image there; a conflict is `failed`).
 
 1. Release branch, truth known: the files at the backport's parent, the truth
    the files at the backport. Per tool:
@@ -42,13 +45,22 @@ scratch folder: `git apply`, `git apply -C1`, `patch -p1 --fuzz=3`.
    `self`/`cls` and pass as keywords is in that release's tree (the files at
    the tag, read from git; engines/uses.py). The engine's own text gets that
    check in both settings, as make_patch's does: a certain miss is `failed`.
-3. Speed: the engine alone, parsing and porting every diff of setting 1.
+3. Speed: CPU seconds to parse and port every diff of setting 1: the engine
+   in-process without and with the pre-image (the rewrite cache off), beside
+   `git apply`'s processes', as ratios; and this process's peak memory
+   (ru_maxrss: the engine, and the benchmark's rows around it).
 4. --cli N: N release-branch pairs, evenly spread, also through the real
    command (`python -m fixmono make-patch --diff main.patch --upstream
    CHECKOUT --out DIR --json`, the checkout a shared clone of GITDIR at the
    backport's parent): its status must be the in-process engine's, and where
    it applied, the files `git am` of its series gives must be the engine's
    text. Exit 1 where one disagrees.
+
+The engine's evidence per file (Rewrite.evidence, or what it appends to a
+refusal in parentheses: `placed through the diff's pre-image (blob ...)`, `by
+its hunks: ...`; empty where its hunks alone decided) is in the --json rows
+(`<tool> evidence`, `<tool> evidence class`), and a table per setting gives
+the `port engine + pre-image` outcomes by its class.
 
 Tables on stdout, progress on stderr; --verbose prints each engine `wrong`
 and `broken` case with a short diff; --json dumps one row per attempt.
@@ -62,6 +74,7 @@ import difflib
 import json
 import os
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -90,7 +103,8 @@ TOOLS = {"git apply": ["git", "apply"], "git apply -C1": ["git", "apply", "-C1"]
          "patch --fuzz=3": ["patch", "-p1", "--fuzz=3", "--no-backup-if-mismatch", "-s", "-f"]}
 ENGINE = "port engine"
 ENGINE_PRE = "port engine + pre-image"  # given the main commit's parent file, as a checkout holding its blob is
-ALL = (ENGINE, ENGINE_PRE, *TOOLS)
+THREE_WAY = "git apply --3way"  # as in a clone with the objects: it finds the pre-image blobs by the index lines
+ALL = (ENGINE, ENGINE_PRE, *TOOLS, THREE_WAY)
 # a release branch: an optional prefix, a version, optional release-ish suffixes
 RELEASE = re.compile(r"^(?:release[/_-]?v?|r|v)?(\d+)\.(\d+)(?:\.\d+)?(?:\.x|\.X)?"
                      r"(?:[-_.](?:release|post\d*|patch|bis|good)\w*)*$")
@@ -230,6 +244,33 @@ class Result:
     status: str  # applied | already-applied | not-applicable | failed
     texts: dict[str, str] | None = None  # the files after it, where applied
     message: str = ""
+    evidence: dict[str, str] = dataclasses.field(default_factory=dict)  # the engine's, per file it reached
+
+
+# what placed a file's hunks (Rewrite.evidence, or the text the engine appends in parentheses to a
+# refusal), by the stable start of its phrase (engines/port.py: DiffTransform.through_pre_image); an
+# attempt of several files counts under the last of its files' classes in this order (the weakest)
+EVIDENCE = {"placed by the syntax of": "pre-image placed by syntax",
+            "placed through the diff's pre-image": "pre-image placed",
+            "the file is the diff's pre-image": "the file is the pre-image",
+            "its changes stand here where its pre-image": "pre-image present (its changes there)",
+            "by its hunks:": "pre-image did not place it (hunks decided)"}
+NO_EVIDENCE = "no evidence given (hunks only)"
+
+
+def refusal_evidence(message: str) -> str:
+    """The evidence the engine appended to a refusal message, `(by its hunks: ...)`; '' where none."""
+    at = max(message.rfind(f"({phrase}") for phrase in EVIDENCE)
+    return message[at + 1:].removesuffix(")") if at >= 0 else ""
+
+
+def evidence_class(evidence: dict[str, str]) -> str:
+    """The attempt's class: its files' weakest evidence (EVIDENCE's order: a class holds the attempts
+    whose every file had at least that); an unknown phrase its own class, after the known ones."""
+    found = [next((name for phrase, name in EVIDENCE.items() if text.startswith(phrase)),
+                  f"other: {text[:40]}") if text else NO_EVIDENCE for text in evidence.values()]
+    order = [*EVIDENCE.values(), NO_EVIDENCE]
+    return max(found, key=lambda c: order.index(c) if c in order else len(EVIDENCE), default=NO_EVIDENCE)
 
 
 def engine(patch: str, files: dict[str, str], read=None, pre_images: dict[str, str | None] | None = None) -> Result:
@@ -241,27 +282,29 @@ def engine(patch: str, files: dict[str, str], read=None, pre_images: dict[str, s
         parsed = parse_patch(patch, "main.patch")
     except UserError as err:
         return Result("failed", message=str(err))
-    out, statuses, messages = {}, set(), []
+    out, statuses, messages, evidence = {}, set(), [], {}
     for f in parsed.files:
         try:
             rewrite = DiffTransform(f.path, f.hunks).rewrite(files[f.path], (pre_images or {}).get(f.path))
         except NotApplicable as err:
             statuses.add("not-applicable")
             messages.append(f"{f.path}: not-applicable: {err}")
+            evidence[f.path] = refusal_evidence(str(err))
             continue
         except (TransformFailed, TargetSyntaxError) as err:
-            return Result("failed", message=f"{f.path}: {err}")
-        out[f.path] = rewrite.source
+            evidence[f.path] = refusal_evidence(str(err))
+            return Result("failed", message=f"{f.path}: {err}", evidence=evidence)
+        out[f.path], evidence[f.path] = rewrite.source, rewrite.evidence
         statuses.add("applied" if rewrite.changed else "already-applied")
     if statuses == {"not-applicable"}:
-        return Result("not-applicable", message="; ".join(messages))
+        return Result("not-applicable", message="; ".join(messages), evidence=evidence)
     if "not-applicable" in statuses:
-        return Result("failed", message="half the diff applies: " + "; ".join(messages))
+        return Result("failed", message="half the diff applies: " + "; ".join(messages), evidence=evidence)
     if "applied" not in statuses:
-        return Result("already-applied")
+        return Result("already-applied", evidence=evidence)
     if read is not None and (why := unusable(read, files, out)):
-        return Result("failed", message=why)
-    return Result("applied", {**files, **out})
+        return Result("failed", message=why, evidence=evidence)
+    return Result("applied", {**files, **out}, evidence=evidence)
 
 
 def text_tool(command: list[str], patch: str, files: dict[str, str]) -> Result:
@@ -276,9 +319,44 @@ def text_tool(command: list[str], patch: str, files: dict[str, str]) -> Result:
         return Result("applied", {path: (Path(tmp) / path).read_text() for path in files})
 
 
-def port_all(patch: str, files: dict[str, str], read, pre_images: dict[str, str | None]) -> dict[str, Result]:
+def three_way(gitdir: str, patch: str, files: dict[str, str]) -> Result:
+    """`git apply --3way` as in a clone of GITDIR at the target: a scratch repository whose index and
+    work tree hold `files`, and whose objects hold the blobs the diff's index lines name, read from
+    GITDIR (a clone has them: there it finds the pre-image). Not GITDIR itself as GIT_DIR or as an
+    alternate: git "freshens" (sets the time of) a pack holding an object it writes again, and
+    `git apply --3way` writes its blobs: the mirror's packs would be touched. A conflict (its
+    markers, a non-zero exit) is failed; a merge that changes nothing (the change is there), already-applied."""
+    with tempfile.TemporaryDirectory() as tmp:
+        work, repo = Path(tmp) / "work", Path(tmp) / "git"
+        for path, text in files.items():
+            (work / path).parent.mkdir(parents=True, exist_ok=True)
+            (work / path).write_text(text)
+        env = clean_env(GIT_DIR=str(repo), GIT_WORK_TREE=str(work))
+        steps = [(["init", "-q", "--bare", "--template=", str(repo)], None, clean_env()),
+                 (["update-index", "--add", "--", *files], None, env)]
+        steps += [(["hash-object", "-w", "--no-filters", "--stdin"], data, env)
+                  for f in parse_patch(patch, "main.patch").files
+                  if f.old_blob and (data := show_blob(gitdir, f.old_blob)) is not None]
+        for args, data, step_env in steps:
+            if (proc := run_git(work, *args, env=step_env, input=data)).returncode:
+                raise subprocess.CalledProcessError(proc.returncode, ["git", *args], proc.stdout, proc.stderr)
+        proc = run_git(work, "apply", "--3way", input=patch, env=env)
+        if proc.returncode:
+            return Result("failed", message=(proc.stdout + proc.stderr).strip()[:300])
+        texts = {path: (work / path).read_text() for path in files}
+        return Result("already-applied") if texts == files else Result("applied", texts)  # merged: no change
+
+
+def show_blob(gitdir: str, blob: str) -> bytes | None:
+    """The blob's bytes (an abbreviated id, as an index line names it), None where GITDIR has none."""
+    proc = run_git(None, "--git-dir", gitdir, "cat-file", "blob", blob, env=GIT_ENV, binary=True)
+    return None if proc.returncode else proc.stdout
+
+
+def port_all(patch: str, files: dict[str, str], read, pre_images: dict[str, str | None],
+             gitdir: str) -> dict[str, Result]:
     return {ENGINE: engine(patch, files, read), ENGINE_PRE: engine(patch, files, read, pre_images),
-            **{t: text_tool(c, patch, files) for t, c in TOOLS.items()}}
+            **{t: text_tool(c, patch, files) for t, c in TOOLS.items()}, THREE_WAY: three_way(gitdir, patch, files)}
 
 
 def pre_images(gitdir: str, pair: Pair) -> dict[str, str | None]:
@@ -444,7 +522,7 @@ def release_branch_rows(gitdir: str, pair: Pair, patch: str, wanted: dict, verbo
     """Setting 1: the main diff onto the backport's parent, against the backport."""
     files = {p: show(gitdir, pair.parent, p) for p in pair.paths}
     truth = {p: show(gitdir, pair.pick, p) for p in pair.paths}
-    results = port_all(patch, files, tree_at(gitdir, pair.parent), pre_images(gitdir, pair))
+    results = port_all(patch, files, tree_at(gitdir, pair.parent), pre_images(gitdir, pair), gitdir)
     row = {"setting": "release", **dataclasses.asdict(pair), "target": pair.parent}
     for tool, result in results.items():
         if result.status != "applied":
@@ -454,6 +532,7 @@ def release_branch_rows(gitdir: str, pair: Pair, patch: str, wanted: dict, verbo
         else:
             verdict = "wrong explained" if explained(result, files, patch, results["git apply"], truth) else "wrong"
         row[tool] = verdict
+    with_evidence(row, results)
     eng, plain = results[ENGINE], results["git apply"]
     row["engine status"], row["engine message"] = eng.status, eng.message
     row["engine broken"] = check(eng, files, wanted) if eng.status == "applied" else None
@@ -474,6 +553,13 @@ def release_branch_rows(gitdir: str, pair: Pair, patch: str, wanted: dict, verbo
     return row
 
 
+def with_evidence(row: dict, results: dict[str, Result]) -> None:
+    """The engine's evidence per file, and its class, into the attempt's row."""
+    for tool in (ENGINE, ENGINE_PRE):
+        row[f"{tool} evidence"] = results[tool].evidence
+        row[f"{tool} evidence class"] = evidence_class(results[tool].evidence)
+
+
 def older_rows(gitdir: str, pair: Pair, patch: str, wanted: dict, verbose: bool) -> list[dict]:
     """Setting 2: the main diff onto the 1-3 minor releases before the branch's, checked without truth."""
     parsed = parse_patch(patch, "main.patch")
@@ -490,7 +576,9 @@ def older_rows(gitdir: str, pair: Pair, patch: str, wanted: dict, verbose: bool)
         row["removed lines present"] = all(removed[p] <= {line.strip() for line in files[p].splitlines()}
                                            for p in removed)
         read = tree_at(gitdir, tag)
-        for tool, result in port_all(patch, files, read, pre_images(gitdir, pair)).items():
+        results = port_all(patch, files, read, pre_images(gitdir, pair), gitdir)
+        with_evidence(row, results)
+        for tool, result in results.items():
             why = check(result, files, wanted) if result.status == "applied" else None
             row[tool] = "broken" if why else "clean" if result.status == "applied" else result.status
             row[f"{tool} why"] = why or result.message
@@ -545,21 +633,41 @@ def sample(items: list, count: int) -> list:
     return [items[round(i * (len(items) - 1) / max(count - 1, 1))] for i in range(count)]
 
 
-def speed(inputs: list[tuple[str, dict]]) -> float:
-    """Seconds the engine takes to parse and port every diff (setting 1's files, in memory), the
-    rewrite cache off (setting 1 filled it: a warm cache would measure reading it back)."""
+def speed(inputs: list[tuple[str, dict, dict]]) -> dict[str, float]:
+    """CPU seconds to parse and port every diff of setting 1 (its files in memory): the engine in this
+    process (time.process_time) without and with the pre-image, the rewrite cache off (setting 1
+    filled it: a warm cache would measure reading it back), and `git apply` in its scratch folder
+    (its processes' CPU, getrusage(RUSAGE_CHILDREN): the folder's writes not counted)."""
     was = os.environ.get("FIXMONO_REWRITE_CACHE")
     os.environ["FIXMONO_REWRITE_CACHE"] = "off"
     try:
-        start = time.perf_counter()
-        for patch, files in inputs:
-            engine(patch, files)
-        return time.perf_counter() - start
+        cpu = {}
+        for tool in (ENGINE, ENGINE_PRE):
+            start = time.process_time()
+            for patch, files, pre in inputs:
+                engine(patch, files, pre_images=pre if tool == ENGINE_PRE else None)
+            cpu[tool] = time.process_time() - start
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        for patch, files, _ in inputs:
+            text_tool(TOOLS["git apply"], patch, files)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu["git apply"] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        return cpu
     finally:
         if was is None:
             del os.environ["FIXMONO_REWRITE_CACHE"]
         else:
             os.environ["FIXMONO_REWRITE_CACHE"] = was
+
+
+def speed_line(count: int, cpu: dict[str, float]) -> str:
+    """The CPU seconds side by side, as ratios to `git apply`'s, and this process's peak memory."""
+    plain = cpu["git apply"]
+    ratio = {tool: f" ({seconds / plain:.1f}x git apply's)" if plain > 0 else "" for tool, seconds in cpu.items()}
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    return (f"Speed: the {count} release-branch diffs, CPU seconds: {ENGINE} {cpu[ENGINE]:.2f} s{ratio[ENGINE]}, "
+            f"{ENGINE_PRE} {cpu[ENGINE_PRE]:.2f} s{ratio[ENGINE_PRE]}, git apply {plain:.2f} s (its processes); "
+            f"peak memory of this process (the engine, and the benchmark's rows around it) {peak:.0f} MB")
 
 
 # --- tables --------------------------------------------------------------------------------------
@@ -604,6 +712,22 @@ def older_table(rows: list[dict], title: str) -> str:
     return "\n".join(out) + "\n"
 
 
+def evidence_table(rows: list[dict], title: str, outcomes: tuple[str, ...]) -> str:
+    """The engine given the pre-image: its outcomes by the class of the evidence that placed (or did
+    not place) its hunks; `usable` among the outcomes: clean and its uses in the release."""
+    rows = [r for r in rows if not r.get("missing file")]
+    key = f"{ENGINE_PRE} evidence class"
+    found = Counter(r[key] for r in rows)
+    out = [f"#### {title}: `{ENGINE_PRE}` by the evidence that placed its hunks, {len(rows)} attempts\n",
+           "| evidence | attempts | " + " | ".join(outcomes) + " |", "|---" * (len(outcomes) + 2) + "|"]
+    for name in [*EVIDENCE.values(), NO_EVIDENCE, *sorted(set(found) - {*EVIDENCE.values(), NO_EVIDENCE})]:
+        mine = [r for r in rows if r[key] == name]
+        c = Counter(r[ENGINE_PRE] for r in mine)
+        c["usable"] = sum(r[ENGINE_PRE] == "clean" and not r.get(f"{ENGINE_PRE} unusable") for r in mine)
+        out.append(f"| {name} | {len(mine)} | " + " | ".join(str(c[o]) for o in outcomes) + " |")
+    return "\n".join(out) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("gitdirs", nargs="+", metavar="GITDIR", help="a bare clone of an upstream repository")
@@ -626,12 +750,12 @@ def main(argv: list[str] | None = None) -> int:
             row = release_branch_rows(gitdir, pair, patch, wanted, args.verbose)
             release.append(row)
             picked.append((gitdir, pair, patch))
-            inputs.append((patch, {p: show(gitdir, pair.parent, p) for p in pair.paths}))
+            inputs.append((patch, {p: show(gitdir, pair.parent, p) for p in pair.paths}, pre_images(gitdir, pair)))
             if not args.no_older:
                 older += older_rows(gitdir, pair, patch, wanted, args.verbose)
             print(f"  {n}/{len(pairs)} {pair.branch} {pair.main[:10]}: " + ", ".join(f"{t} {row[t]}" for t in ALL)
                   + (f" ({row['engine message'][:120]})" if row["engine message"] else ""), file=sys.stderr, flush=True)
-    seconds = speed(inputs)
+    cpu = speed(inputs)
     repos = list(dict.fromkeys(r["repo"] for r in release))
     print(f"### Upstream backports: {len(release)} pairs in {len(repos)} repositories"
           + ("" if pyflakes_check else " (pyflakes not importable: no undefined-name check)") + "\n")
@@ -644,11 +768,14 @@ def main(argv: list[str] | None = None) -> int:
     for repo in repos:
         print(release_table([r for r in release if r["repo"] == repo], repo))
     print(release_table(release, "All repositories"))
+    print(evidence_table(release, "Release branches", ("identical", "wrong", "wrong explained", "no")))
     if not args.no_older:
         for repo in repos:
             print(older_table([r for r in older if r["repo"] == repo], repo))
         print(older_table(older, "All repositories"))
-    print(f"Speed: the engine parsed and ported {len(inputs)} diffs (release-branch setting) in {seconds:.1f} s")
+        print(evidence_table(older, "Older releases", ("clean", "usable", "broken", "failed", "not-applicable",
+                                                       "already-applied")))
+    print(speed_line(len(inputs), cpu))
     disagree = []
     if args.cli > 0:
         chosen = sample(picked, args.cli)

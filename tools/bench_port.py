@@ -8,7 +8,11 @@ by the hand-written transformation), that patch is given to the port engine
 as a diff (`make_patch --diff`'s path: patchfile.read_patch + port.diff_fix)
 and run over every published release in the fix's drift range, beside the
 hand-written fix and three text tools on the same file text: `git apply`,
-`git apply -C1` and `patch --fuzz=3`. Per release and tool:
+`git apply -C1` and `patch --fuzz=3`. The port engine runs twice: as
+`make_patch --diff` alone, and given the diff's pre-image (`port engine +
+pre-image`): the series' BASE release (patches/<project>/BASE), opened as
+`make_patch --base pip:DIST==BASE` opens it (apply/run.run's `base=`; its
+file is taken where its blob id is the patch's index line). Per release and tool:
 
   same    the tool's result equals the hand-written fix's (status, and the text where it applies)
   wrong   it wrote text the hand-written fix does not (misplaced or broken: the worst outcome)
@@ -83,6 +87,19 @@ def usable(upstream, files: dict[str, str], texts: dict | None) -> bool:
                    if text is not None and text != files.get(path))
 
 
+def base_release(folder: Path, project, paths: frozenset):
+    """The release the series in `folder` was made at (its BASE line: `pip:DIST==VERSION <commit>`),
+    opened as make_patch --base opens it: the diffs' pre-images are its files. None where BASE names
+    another kind of source."""
+    spec = (folder / "BASE").read_text().split()[0]
+    if not spec.startswith(f"pip:{project.dist}=="):
+        return None
+    try:
+        return open_upstream(f"pip:{project.dist}=={spec.split('==', 1)[1]}", extra=paths)
+    except NoPythonFiles:
+        return None
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--fix", action="append", help="only this fix (repeatable)")
@@ -101,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
             cases.append((fix, patch_path))
     chosen = parse_versions(args.versions, [f for f, _ in cases])
     versions = {}
-    totals: dict[str, Counter] = {tool: Counter() for tool in ("port engine", *TOOLS)}
+    totals: dict[str, Counter] = {tool: Counter() for tool in ("port engine", "port engine + pre-image", *TOOLS)}
     rows = []
     for fix, patch_path in cases:
         project = PROJECTS[fix.upstream]
@@ -111,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         data = patch_path.read_bytes()
         ported = diff_fix(read_patch(patch_path), fix.upstream, f"{fix.id}-as-diff")
         paths = frozenset(c.path for c in ported.changes)
+        base = base_release(patch_path.parent, project, paths)
         for version in versions[project.name]:
             try:
                 upstream = open_upstream(f"pip:{project.dist}=={version}", extra=paths)
@@ -118,10 +136,13 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             (reference,) = run(upstream, [fix])
             (port,) = run(upstream, [ported])
+            (port_pre,) = run(upstream, [ported], base=base)
             row = {"fix": fix.id, "version": version, "reference": reference.status.value,
-                   "port engine": verdict(reference, port.status, port.new_files or None)}
+                   "port engine": verdict(reference, port.status, port.new_files or None),
+                   "port engine + pre-image": verdict(reference, port_pre.status, port_pre.new_files or None)}
             files = {path: upstream.read(path).decode() for path in paths if upstream.read(path) is not None}
-            usable_by = {"port engine": usable(upstream, files, port.new_files or None)}
+            usable_by = {"port engine": usable(upstream, files, port.new_files or None),
+                         "port engine + pre-image": usable(upstream, files, port_pre.new_files or None)}
             for tool, command in TOOLS.items():
                 texts = patched_by(command, data, files) if len(files) == len(paths) else None
                 status = Status.APPLIED if texts is not None else Status.FAILED
