@@ -15,7 +15,7 @@ A pair whose two patches are the same text (index lines and hunk line numbers
 ignored) is `trivial`; it is counted, and also reported apart.
 
 The main commit's `git format-patch` is given, side by side, to the port
-engine (`DiffTransform(path, hunks).rewrite(source)` per file, as
+engine (`DiffTransform(path, hunks, old_blob).rewrite(source)` per file, as
 `make_patch --diff` does), to three text tools on the same files in a
 scratch folder: `git apply`, `git apply -C1`, `patch -p1 --fuzz=3`, and to
 `git apply --3way` as in a clone with the objects (a scratch repository
@@ -285,7 +285,7 @@ def engine(patch: str, files: dict[str, str], read=None, pre_images: dict[str, s
     out, statuses, messages, evidence = {}, set(), [], {}
     for f in parsed.files:
         try:
-            rewrite = DiffTransform(f.path, f.hunks).rewrite(files[f.path], (pre_images or {}).get(f.path))
+            rewrite = DiffTransform(f.path, f.hunks, f.old_blob).rewrite(files[f.path], (pre_images or {}).get(f.path))
         except NotApplicable as err:
             statuses.add("not-applicable")
             messages.append(f"{f.path}: not-applicable: {err}")
