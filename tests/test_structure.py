@@ -87,6 +87,42 @@ REFUSED = {  # name: the release
 }
 
 
+IMPORTS = "from .utils import (\n    load,\n    save,\n)\n\n\ndef run():\n    return load(save)\n"
+MERGED = {  # name: (pre-image, post-image, release, right answer): the edited statement changed by both
+    "other arguments of the edited call": (
+        PRE, POST, PRE.replace('    handle = open(full, mode)\n', '    handle = open(path_of(full), mode)\n'),
+        PRE.replace('    handle = open(full, mode)\n', '    handle = open(path_of(full), mode, encoding="utf-8")\n')),
+    "a name in a list over lines added at two places": (
+        IMPORTS, IMPORTS.replace("    save,\n", "    save,\n    stat,\n"),
+        IMPORTS.replace("    load,\n", "    cache,\n    load,\n"),
+        IMPORTS.replace("    load,\n    save,\n", "    cache,\n    load,\n    save,\n    stat,\n")),
+    "the edited statement reflowed and changed elsewhere": (
+        PRE, POST, PRE.replace('    handle = open(full, mode)\n', '    handle = io.open(\n        full, mode\n    )\n'),
+        PRE.replace('    handle = open(full, mode)\n', '    handle = io.open(\n        full, mode, encoding="utf-8"\n    )\n')),
+}
+NOT_MERGED = {  # name: (pre-image, post-image, release)
+    "both edit one token": (PRE, POST, PRE.replace('    handle = open(full, mode)\n', '    handle = open(full, "r")\n')),
+    "both add at one place": (PRE, POST, PRE.replace('    handle = open(full, mode)\n',
+                                                     '    handle = open(full, mode, errors="strict")\n')),
+    "a comment of the release where the diff edits": (
+        PRE, POST, PRE.replace('    handle = open(full, mode)\n',
+                               '    handle = io.open(full, mode  # text or binary\n    )\n')),
+    "a statement added beside the changed one": (
+        PRE, POST, PRE.replace('    handle = open(full, mode)\n', '    check(full)\n    handle = io.open(full, mode)\n')),
+}
+
+
+@pytest.mark.parametrize("case", MERGED)
+def test_a_statement_both_changed_takes_both_edits(case):
+    pre, post, release, right = MERGED[case]
+    assert ported(pre, post, release) == right
+
+
+@pytest.mark.parametrize("case", NOT_MERGED)
+def test_a_statement_both_changed_where_the_edits_meet_is_refused(case):
+    assert ported(*NOT_MERGED[case]) is None
+
+
 @pytest.mark.parametrize("case", PLACED)
 def test_a_release_that_moved_on_gets_the_right_answer(case):
     release, right = PLACED[case]

@@ -27,7 +27,7 @@ import tokenize
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 
-from fixmono.model.patchfile import Hunk
+from fixmono.model.patchfile import Hunk, lines_of
 
 SKIPPED = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
            tokenize.ENCODING, tokenize.ENDMARKER}
@@ -258,7 +258,7 @@ def placed(change: Change, pre: Read, post: Read, target: Read, partner: dict[in
     first, last = pre.unit_at(change.pre[0]), pre.unit_at(change.pre[1])  # units [first, last)
     removed = range(first, last)
     if any(n not in partner for n in removed):
-        return None
+        return merged_in_place(change, first, last, pre, post, target, partner)
     mine = [partner[n] for n in removed]
     if mine and mine != list(range(mine[0], mine[0] + len(mine))):
         return None  # not side by side in the target
@@ -293,6 +293,86 @@ def placed(change: Change, pre: Read, post: Read, target: Read, partner: dict[in
     if added is None or not same_blocks(change, pre, post, target, partner, origin, (start, stop), added):
         return None
     return start, stop, added
+
+
+def merged_in_place(change: Change, first: int, last: int, pre: Read, post: Read, target: Read, partner: dict):
+    """The one statement a change edits, changed by the release too, in place (its neighbours' partners
+    have one statement between them, in the same block, at the same indentation): both edits, where they
+    touch different tokens with one token between (a token-level `git merge-file` over the statement's
+    lines; the release's formatting kept but where the diff edits). None otherwise."""
+    post_units = range(post.unit_at(change.post[0]), post.unit_at(change.post[1]))
+    if last - first != 1 or len(post_units) != 1 or not pre.units[first].code or not post.units[post_units[0]].code:
+        return None
+    above = next((n for n in range(first - 1, -1, -1) if pre.units[n].code), None)
+    below = next((n for n in range(last, len(pre.units)) if pre.units[n].code), None)
+    if any(n is not None and n not in partner for n in (above, below)):
+        return None
+    low = partner[above] + 1 if above is not None else 0
+    high = partner[below] if below is not None else len(target.units)
+    between = [m for m in range(low, high) if target.units[m].code]
+    if len(between) != 1 or between[0] in set(partner.values()):
+        return None
+    mine, theirs = pre.units[first], target.units[between[0]]
+    if mine.indent != theirs.indent or not same_header(pre.parent(first), target.parent(between[0]), partner,
+                                                       set(partner.values())):
+        return None
+    texts = ["".join(read.lines[u.start:u.stop]) for read, u in
+             ((pre, mine), (post, post.units[post_units[0]]), (target, theirs))]
+    merged = merged_tokens(*texts)
+    return None if merged is None else (theirs.start, theirs.stop, lines_of(merged))
+
+
+def merged_tokens(base: str, ours: str, theirs: str) -> str | None:
+    """`theirs` (the release's statement) with the edits that make `base` `ours` (the diff's), where no edit
+    of `theirs` touches them: the text between the unchanged tokens around each edit is the diff's."""
+    b, o, t = (code_tokens(text) for text in (base, ours, theirs))
+    if b is None or o is None or t is None:
+        return None
+    words = [[tok.string for tok in side] for side in (b, o, t)]
+    ours_edits = [e for e in SequenceMatcher(None, words[0], words[1], autojunk=False).get_opcodes() if e[0] != "equal"]
+    theirs_edits = [e for e in SequenceMatcher(None, words[0], words[2], autojunk=False).get_opcodes()
+                    if e[0] != "equal"]
+    spans = sorted([(i1, i2) for _, i1, i2, _, _ in ours_edits] + [(i1, i2) for _, i1, i2, _, _ in theirs_edits])
+    if not ours_edits or any(first[1] >= second[0] for first, second in zip(spans, spans[1:])):
+        return None  # nothing of the diff's, or two edits that meet (the same edit made by both too)
+    same = {}
+    for i, k, size in SequenceMatcher(None, words[0], words[2], autojunk=False).get_matching_blocks():
+        same.update((i + n, k + n) for n in range(size))
+    text = theirs
+    for _, i1, i2, j1, j2 in reversed(ours_edits):
+        if i1 == 0 or i2 == len(b) or i1 - 1 not in same or i2 not in same:
+            return None  # an edit at the statement's edge: no unchanged token on both sides
+        start, stop = t[same[i1 - 1]].end, t[same[i2]].start  # offsets in `theirs`
+        if "#" in theirs[start:stop]:
+            return None  # a comment of the release's where the diff edits
+        gap = ours[o[j1 - 1].end:o[j2].start]
+        if "\n" in theirs[start:stop] and "\n" not in gap:  # the release breaks the line there: kept
+            gap = gap.rstrip() + theirs[start:stop][theirs[start:stop].rindex("\n"):]
+        text = text[:start] + gap + text[stop:]
+    expected = list(words[0])
+    for _, i1, i2, j1, j2 in sorted(ours_edits + theirs_edits, key=lambda e: -e[1]):
+        expected[i1:i2] = (words[1] if (_, i1, i2, j1, j2) in ours_edits else words[2])[j1:j2]
+    found = code_tokens(text)
+    return text if found is not None and [tok.string for tok in found] == expected else None
+
+
+@dataclass(frozen=True)
+class Token:
+    string: str
+    start: int  # offsets in the text
+    end: int
+
+
+def code_tokens(text: str) -> list[Token] | None:
+    """The code tokens of a statement's text (no comments, line breaks or indentation), with their offsets."""
+    starts = [0]
+    for line in lines_of(text):
+        starts.append(starts[-1] + len(line))
+    try:
+        return [Token(tok.string, starts[tok.start[0] - 1] + tok.start[1], starts[tok.end[0] - 1] + tok.end[1])
+                for tok in tokenize.generate_tokens(io.StringIO(text).readline) if tok.type not in SKIPPED]
+    except (tokenize.TokenError, SyntaxError):
+        return None
 
 
 def insertion(change: Change, above, below, pre: Read, target: Read, partner: dict) -> int | None:
