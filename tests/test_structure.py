@@ -66,6 +66,11 @@ PLACED = {  # name: (the release, its right answer)
         PRE.replace('def helper(path, mode):', 'def open_data(path, mode):').replace(
             '    handle = open(full, mode)\n', '    handle = open(full, mode)\n    handle.seek(0)\n'),
         lambda t: t.replace('    handle = open(full, mode)\n', '    handle = open(full, mode, encoding="utf-8")\n')),
+    "the def renamed and moved into a class, below another def": (
+        'import os\n\n\ndef other(x):\n    return x + 1\n\n\nclass Data:\n    def open_data(path, mode):\n'
+        '        full = os.path.join("/data", path)\n        handle = open(full, mode)\n        return handle\n',
+        lambda t: t.replace('        handle = open(full, mode)\n',
+                            '        handle = open(full, mode, encoding="utf-8")\n')),
     "a statement added above the edit": (
         PRE.replace('    handle = open(full, mode)\n', '    check(full)\n    handle = open(full, mode)\n'),
         lambda t: t.replace('    handle = open(full, mode)\n', '    handle = open(full, mode, encoding="utf-8")\n')),

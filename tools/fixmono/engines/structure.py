@@ -175,12 +175,16 @@ def aligned(pre: Read, target: Read, pre_defs: dict, target_defs: dict) -> dict[
     names_pre: dict[str, int] = {}
     for qualified in pre_defs:
         names_pre[qualified[-1]] = names_pre.get(qualified[-1], 0) + 1
+    named = {q[-1] for q in pre_defs}
     for qualified, (first, last) in sorted(pre_defs.items(), key=lambda item: item[1]):
         if first in found and target.units[found[first]].key == pre.units[first].key:
             continue
         span = target_defs.get(qualified)
         if span is None and len(by_name.get(qualified[-1], ())) == 1 and names_pre[qualified[-1]] == 1:
             span = by_name[qualified[-1]][0]
+        if span is None:  # renamed and moved: the one def of a name the pre-image lacks with this body
+            span = alike(keys_pre[first + 1:last + 1], keys_target,
+                         [s for q, s in target_defs.items() if q[-1] not in named])
         if span is None:
             continue
         # what the order matched of either def is dropped: the def is matched to its namesake alone
@@ -189,6 +193,18 @@ def aligned(pre: Read, target: Read, pre_defs: dict, target_defs: dict) -> dict[
         for a, b, size in local.get_matching_blocks():
             found.update((first + a + i, span[0] + b + i) for i in range(size))
     return found
+
+
+def alike(body: list[str], keys: list[str], spans: list[tuple[int, int]]) -> tuple[int, int] | None:
+    """The one span whose body (its units after the header) is like `body` (at least 3 units, 80% of them
+    alike), where no other comes near it (within 10%)."""
+    if len(body) < 3:
+        return None
+    scored = sorted(((SequenceMatcher(None, body, keys[a + 1:b + 1], autojunk=False).ratio(), (a, b))
+                     for a, b in spans), reverse=True)
+    if not scored or scored[0][0] < 0.8 or len(scored) > 1 and scored[1][0] > scored[0][0] - 0.1:
+        return None
+    return scored[0][1]
 
 
 def defs_of(read: Read, tree) -> dict[tuple[str, ...], tuple[int, int]]:
