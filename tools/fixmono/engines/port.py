@@ -370,7 +370,7 @@ class DiffTransform:
         try:
             return self._port(source, pre_image, found_in)
         except (TransformFailed, NotApplicable) as err:  # say why the pre-image did not place it either
-            if pre_image is None or "pre-image" in str(err):
+            if pre_image is None or "pre-image (" in str(err):  # evidence given already
                 raise
             _, evidence = self.through_pre_image(source, pre_image, False, found_in)
             raise type(err)(f"{err} ({evidence})") from None
