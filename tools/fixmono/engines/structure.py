@@ -119,26 +119,17 @@ def post_image(pre: list[str], hunks: tuple[Hunk, ...]) -> tuple[list[str], list
     changed lines as a Change (the hunks verified on `pre`)."""
     post, origin, changes, cursor = [], [], [], 0
     for n, hunk in enumerate(hunks):
-        at = hunk.start - 1 if hunk.old else hunk.start
-        post += pre[cursor:at]
-        origin += range(cursor, at)
-        rows, i = hunk.lines, 0
-        while i < len(rows):
-            if rows[i][0] == " ":
-                post.append(rows[i][1])
-                origin.append(at)
-                at, i = at + 1, i + 1
-                continue
-            j = i
-            while j < len(rows) and rows[j][0] != " ":
-                j += 1
-            removed = sum(kind == "-" for kind, _ in rows[i:j])
-            added = [text for kind, text in rows[i:j] if kind == "+"]
+        first = hunk.start - 1 if hunk.old else hunk.start
+        for i, j, before in hunk.runs():
+            at = first + before
+            post += pre[cursor:at]
+            origin += range(cursor, at)
+            removed = sum(kind == "-" for kind, _ in hunk.lines[i:j])
+            added = [text for kind, text in hunk.lines[i:j] if kind == "+"]
             changes.append(Change((at, at + removed), (len(post), len(post) + len(added)), {n}))
             post += added
             origin += [None] * len(added)
-            at, i = at + removed, j
-        cursor = at
+            cursor = at + removed
     return post + pre[cursor:], origin + list(range(cursor, len(pre))), changes
 
 

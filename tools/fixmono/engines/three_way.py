@@ -68,15 +68,9 @@ def placement(hunk: Hunk, here: dict[int, int], pre: list[str], target: list[str
     edited = {r: t for r, (k, t) in enumerate(rows) if t != hunk.lines[r][1]}  # row -> its text here
     changes = []  # (target start, target stop, added lines)
     present = []  # changes the target holds already, line for line where the pre-image has their lines
-    at = hunk.start - 1 if hunk.old else hunk.start  # the pre-image line the hunk's rows walk
-    i = 0
-    while i < len(rows):
-        if rows[i][0] == " ":
-            at, i = at + 1, i + 1
-            continue
-        j = i
-        while j < len(rows) and rows[j][0] != " ":
-            j += 1
+    first = hunk.start - 1 if hunk.old else hunk.start  # the pre-image line of the hunk's first row
+    for i, j, before in hunk.runs():
+        at = first + before
         removed = sum(k == "-" for k, _ in rows[i:j])
         added = [t for k, t in rows[i:j] if k == "+"]
         spot = target_span(at, removed, here, len(target), len(pre))
@@ -87,7 +81,6 @@ def placement(hunk: Hunk, here: dict[int, int], pre: list[str], target: list[str
             theirs = target[spot[0]:spot[1]]
             if theirs == added:  # the target holds this change already
                 present.append(True)
-                at, i = at + removed, j
                 continue
             added = [merge_line(pre[at + n], added[n], theirs[n]) for n in range(removed)]
             if None in added:
@@ -97,7 +90,6 @@ def placement(hunk: Hunk, here: dict[int, int], pre: list[str], target: list[str
             edited.update({minus[n]: theirs[n] for n in range(removed)})
             edited.update({plus[n]: added[n] for n in range(removed)})
         changes.append((*spot, added))
-        at, i = at + removed, j
     if present and not changes:
         return PRESENT
     if not changes or present:  # some of it here already, some not: the hunks judge it

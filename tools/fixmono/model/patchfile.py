@@ -54,6 +54,21 @@ class Hunk:
     def new(self) -> list[str]:
         return [text for kind, text in self.lines if kind != "-"]
 
+    def runs(self) -> list[tuple[int, int, int]]:
+        """Each run of changed rows: (its first row, the row after it, the old lines above it in the hunk)."""
+        out, i, before = [], 0, 0
+        while i < len(self.lines):
+            if self.lines[i][0] == " ":
+                i, before = i + 1, before + 1
+                continue
+            j = i
+            while j < len(self.lines) and self.lines[j][0] != " ":
+                j += 1
+            out.append((i, j, before))
+            before += sum(kind == "-" for kind, _ in self.lines[i:j])
+            i = j
+        return out
+
     @property
     def label(self) -> str:
         removed = sum(k == "-" for k, _ in self.lines)
