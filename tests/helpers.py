@@ -217,3 +217,42 @@ def run_python(python: Path, code: str, **env) -> subprocess.CompletedProcess:
     """`python -c code` with no PYTHON* or FIXMONO_* variable of ours, and `env` added."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "FIXMONO_"))}
     return subprocess.run([python, "-c", code], capture_output=True, text=True, env={**clean, **env}, timeout=300)
+
+
+# A loader module with two methods alike (our own): a fix made on main changes a line of the first; the
+# release moved on around it, in both methods (what a hunk-only port must refuse: which method of Loader?).
+LOADER_BASE = '''"""Our own loader module."""
+import os
+
+
+class Loader:
+    def load(self, path):
+        self.count += 1
+        self.seen.add(path)
+        data = read(path)
+        if data is None:
+            return None
+        return decode(data)
+
+    def load_all(self, paths):
+        self.count += len(paths)
+        self.seen.update(paths)
+        data = read(paths)
+        if data is None:
+            return None
+        return decode(data)
+
+
+def read(path, retries=1):
+    return os.environ.get(path)
+
+
+def decode(data, strict=False):
+    return data
+'''
+LOADER_FIX = ("        data = read(path)\n        if data is None:\n", "        data = read(path)\n        if not data:\n")
+# the release moved on: the lines around the fix's changed line differ, in both methods (what a hunk-only port
+# must refuse: what is left of its context is in both, under git's header `class Loader:`)
+LOADER_RELEASE = LOADER_BASE.replace("        data = read(path)\n", "        data = read(path, retries=3)\n").replace(
+    "        data = read(paths)\n", "        data = read(paths, retries=3)\n").replace(
+    "        return decode(data)\n", "        return decode(data, strict=True)\n")

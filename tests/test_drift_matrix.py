@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from fixmono.testing import REPO_ROOT, write_wheel
-from tests.helpers import TF_DIFF, TF_PATH, TF_TEXT
+from fixmono.testing import REPO_ROOT, git, make_repo, write_wheel
+from tests.helpers import LOADER_BASE, LOADER_FIX, LOADER_RELEASE, TF_DIFF, TF_PATH, TF_TEXT
 
 network = pytest.mark.skipif(os.environ.get("FIXMONO_NETWORK") != "1", reason="downloads wheels (tag: network)")
 TE_FIX = "te-rocm-unfused-bias-grad-fp32-wgrad"
@@ -140,3 +140,27 @@ def test_a_reason_stays_one_table_cell():
     cell = reason(long)
     assert "\n" not in cell and "`x \\| y`" in cell and len(cell) == REASON_CHARS and cell.endswith("…")
     assert reason(Cell("1.0", "applied", "a.py: 1 site(s) changed", "applies")) == ""
+
+
+def test_history_ports_a_diff_over_releases_through_its_pre_image(tmp_path):
+    """--history: wheels hold no blob of upstream's history; a clone that has the diff's pre-image (its
+    `index` line's blob) lets each release be ported through it where the hunks alone cannot tell."""
+    path = "mylib/loader.py"
+    repo = make_repo(tmp_path / "repo", {"mylib/__init__.py": "", path: LOADER_BASE})
+    (repo / path).write_text(LOADER_BASE.replace(*LOADER_FIX, 1))
+    git(repo, "commit", "-qam", "load: an empty read is no data")
+    (tmp_path / "fix.patch").write_text(git(repo, "format-patch", "-1", "--stdout"))
+    links = tmp_path / "links"
+    links.mkdir()
+    write_wheel(links, "mylib", "1.0.0", {"mylib/__init__.py": "", path: LOADER_RELEASE})
+    env = {**os.environ, "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(links), "FIXMONO_CACHE": str(tmp_path / "cache")}
+    args = ["--diff", tmp_path / "fix.patch", "--versions", "mylib=1.0.0", "--json"]
+    (alone,) = json.loads(run(*args, env=env).stdout)["matrix"].values()
+    assert [c["status"] for c in alone] == ["failed"], alone  # the hunks alone: which method of Loader?
+    proc = run(*args, "--history", repo, env=env)
+    assert proc.returncode == 0, proc.stderr
+    (cells,) = json.loads(proc.stdout)["matrix"].values()
+    assert [c["status"] for c in cells] == ["applied"] and f"in --history {repo})" in cells[0]["detail"], cells
+    for bad in (["--history", repo], [*args, "--history", tmp_path / "nowhere"], [*args, "--history", " "]):
+        proc = run(*bad, env=env)
+        assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1 and "--history" in proc.stderr, proc.stderr

@@ -12,43 +12,10 @@ import pytest
 from fixmono.engines import three_way
 from fixmono.model.patchfile import parse_patch
 from fixmono.testing import git, make_patch, make_repo
+from tests.helpers import LOADER_BASE, LOADER_FIX, LOADER_RELEASE
 
 PATH = "torch/utils/loader.py"
-BASE = '''"""Our own loader module."""
-import os
-
-
-class Loader:
-    def load(self, path):
-        self.count += 1
-        self.seen.add(path)
-        data = read(path)
-        if data is None:
-            return None
-        return decode(data)
-
-    def load_all(self, paths):
-        self.count += len(paths)
-        self.seen.update(paths)
-        data = read(paths)
-        if data is None:
-            return None
-        return decode(data)
-
-
-def read(path, retries=1):
-    return os.environ.get(path)
-
-
-def decode(data, strict=False):
-    return data
-'''
-FIX = ("        data = read(path)\n        if data is None:\n", "        data = read(path)\n        if not data:\n")
-# the release moved on: the lines around the fix's changed line differ, in both methods (what a hunk-only port
-# must refuse: what is left of its context is in both, under git's header `class Loader:`)
-RELEASE = BASE.replace("        data = read(path)\n", "        data = read(path, retries=3)\n").replace(
-    "        data = read(paths)\n", "        data = read(paths, retries=3)\n").replace(
-    "        return decode(data)\n", "        return decode(data, strict=True)\n")
+BASE, FIX, RELEASE = LOADER_BASE, LOADER_FIX, LOADER_RELEASE
 
 
 def branches(tmp_path, release: str, fixed_base: str = BASE, fix: tuple[str, str] = FIX) -> tuple:

@@ -22,6 +22,7 @@ from fixmono.model.outcome import Status
 from fixmono.model.projects import PROJECTS, named, pip_project, range_specifier
 from fixmono.sources.index import Deadline, last_line, pip_stalled, pip_within, stalled
 from fixmono.sources.open import open_upstream
+from fixmono.sources.upstream import Source
 from fixmono.sources.wheel import NEWER_PYTHONS
 
 # The documented ranges (model/projects.py); wheels are read by ranges, the targets only.
@@ -69,16 +70,17 @@ def static_patch(project: str, fix: Fix, patches: Path | None) -> Path | None:
 
 
 def cell(fix: Fix, version: str, patches: Path | None, full_wheel: bool = False,
-         extra: frozenset | None = None) -> Cell:
+         extra: frozenset | None = None, history: Source | None = None) -> Cell:
     """`extra`: the repository paths its wheel's scratch repository holds (a
-    --diff's paths at every strip level; default: the fix's files)."""
+    --diff's paths at every strip level; default: the fix's files); `history`: a
+    repository whose objects may hold a diff's pre-image (drift --history)."""
     project = PROJECTS[fix.upstream]
     try:
         upstream = open_upstream(f"pip:{project.dist}=={version}", full_wheel=full_wheel,
                                  extra=extra or frozenset(c.path for c in fix.changes))  # a --diff's files too
     except NoPythonFiles as err:  # a meta-package release: it ships no target
         return Cell(version, Status.NOT_APPLICABLE.value, f"{err} (it ships no target)", "n/a")
-    (outcome,) = run(upstream, [fix])
+    (outcome,) = run(upstream, [fix], history=history)
     status, detail = outcome.status.value, outcome.detail
     patch = static_patch(fix.upstream, fix, patches)
     if patch is None:
@@ -141,13 +143,13 @@ def parse_versions(specs: list[str], fixes: list[Fix] | None, paths: frozenset =
 
 
 def matrix(fixes: list[Fix], versions: dict[str, list[str]], patches: Path | None, progress=lambda m: None,
-           full_wheel: bool = False, extra: frozenset | None = None) -> dict:
+           full_wheel: bool = False, extra: frozenset | None = None, history: Source | None = None) -> dict:
     rows = {}
     for fix in python_fixes(fixes):
         cells = []
         for v in versions.get(fix.upstream, []):
             progress(f"{fix.id} @ {v}")
-            cells.append(cell(fix, v, patches, full_wheel, extra))
+            cells.append(cell(fix, v, patches, full_wheel, extra, history))
         rows[fix.id] = cells
     return rows
 

@@ -32,7 +32,7 @@ from fixmono.output.progress import Progress, step_done
 from fixmono.output.readmes import fix_readmes
 from fixmono.sources.installed import Environment
 from fixmono.sources.open import open_upstream
-from fixmono.sources.upstream import detect_project
+from fixmono.sources.upstream import ObjectStore, detect_project
 
 # the repository's checked-in series, when fixmono runs from the repository
 REPOSITORY_PATCHES = Path(fixmono.__file__).absolute().parents[2] / "patches"
@@ -47,6 +47,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--diff", action="append", default=[], metavar="FILE",
                    help="a patch file (format-patch mail or diff -u; '-': stdin) as a fix, instead of --fix")
     add_strip(p, "the level under which its files are in the releases")
+    p.add_argument("--history", metavar="PATH",
+                   help="with --diff: a git repository (a clone with history, a mirror of upstream) whose objects "
+                        "may hold the diff's pre-image blobs (its `index` lines): each release is ported through it")
     p.add_argument("--patches", type=Path, help="the static series (default: the repository's patches/)")
     p.add_argument("--out", type=Path, help="also write the report here")
     p.add_argument("--html", type=Path, metavar="DIR", help="also write the report as a static site (index.html, "
@@ -130,6 +133,7 @@ def behaviour_bases(args: argparse.Namespace) -> list[Base]:
 
 
 def over_wheels(args: argparse.Namespace) -> tuple[dict, int]:
+    history = ObjectStore(args.history) if args.history else None
     try:
         if args.patch_files:
             fixes, chosen, extra = diff_plan(args)
@@ -148,7 +152,7 @@ def over_wheels(args: argparse.Namespace) -> tuple[dict, int]:
             cluster = on_ray.connect(args.ray, args.ray_timeout)
         versions = {project: chosen.get(project) or published_versions(PROJECTS[project].dist, RANGES[project])
                     for project in sorted({f.upstream for f in fixes}) if project in RANGES or project in chosen}
-        rows = matrix(fixes, versions, args.patches, args.progress, args.full_wheel, extra)
+        rows = matrix(fixes, versions, args.patches, args.progress, args.full_wheel, extra, history)
         lost = None
         if args.run and args.ray is not None:
             here, elsewhere = on_ray.runnable(fixes)
@@ -305,6 +309,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.quiet:
             progress.silence()
         try:
+            if args.history is not None and (not args.patch_files or not args.history.strip() or args.git is not None
+                                             or args.installed):
+                raise UserError("--history names a repository holding a --diff's pre-image: give it with --diff "
+                                "over published releases (not --git or --installed), not empty")
             if args.git is not None:
                 return over_history(args)
             return over_installed(args) if args.installed else over_wheels(args)
