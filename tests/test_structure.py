@@ -112,6 +112,13 @@ NOT_MERGED = {  # name: (pre-image, post-image, release)
     "a comment of the release where the diff edits": (
         PRE, POST, PRE.replace('    handle = open(full, mode)\n',
                                '    handle = io.open(full, mode  # text or binary\n    )\n')),
+    "what the diff adds repeats what the release changed": (
+        "def f(node):\n    for arg in node.args:\n        if arg.target != 'load' or unwrap(\n"
+        "            arg.args[1]):\n            need = True\n",
+        "def f(node):\n    for arg in node.args:\n        if arg.target != 'load' or unwrap(\n"
+        "            arg.args[1]) or arg.args[1] in cache:\n            need = True\n",
+        "def f(node):\n    for arg in node.args:\n        if arg.target != 'load' or unwrap(\n"
+        "            arg.args[0]):\n            need = True\n"),
     "a statement added beside the changed one": (
         PRE, POST, PRE.replace('    handle = open(full, mode)\n', '    check(full)\n    handle = io.open(full, mode)\n')),
 }

@@ -183,6 +183,10 @@ def test_history_is_a_repository_whose_objects_hold_the_pre_image(tmp_path):
     ("x = f(a)\n", "x = f(b)\n", "x = f(a)  # note\n", "x = f(b)  # note\n"),
     ("if data is None:\n", "if blob is None or x:\n", "if blob is None:\n", "if blob is None or x:\n"),  # one edit
     ("x = 'a\n", "x = 'b\n", "y = 'a\n", None),  # a string the line does not close: not merged
+    # the diff adds code that repeats what the release changed (`args[1]` is `args[0]` there): not merged
+    ("if f(a.args[1]):\n", "if f(a.args[1]) or a.args[1] in c:\n", "if f(a.args[0]):\n", None),
+    ("if f(a.args[1]):\n", "if f(a.args[1]) or a.args[2] in c:\n", "if f(a.args[0]):\n",
+     "if f(a.args[0]) or a.args[2] in c:\n"),  # what it adds is other code: merged
 ])
 def test_a_line_both_changed_takes_both_edits_only_where_they_touch_different_tokens(base, ours, theirs, merged):
     assert three_way.merge_line(base, ours, theirs) == merged

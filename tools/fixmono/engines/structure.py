@@ -27,6 +27,7 @@ import tokenize
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 
+from fixmono.engines.three_way import repeats_changed
 from fixmono.model.patchfile import Hunk, lines_of
 
 SKIPPED = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
@@ -342,6 +343,9 @@ def merged_tokens(base: str, ours: str, theirs: str) -> str | None:
     spans = sorted([(i1, i2) for _, i1, i2, _, _ in ours_edits] + [(i1, i2) for _, i1, i2, _, _ in theirs_edits])
     if not ours_edits or any(first[1] >= second[0] for first, second in zip(spans, spans[1:])):
         return None  # nothing of the diff's, or two edits that meet (the same edit made by both too)
+    if repeats_changed(words[0], [(i1, i2, words[2][j1:j2]) for _, i1, i2, j1, j2 in theirs_edits],
+                       [w for _, _, _, j1, j2 in ours_edits for w in words[1][j1:j2]]):
+        return None  # what the diff adds repeats what the release changed
     same = {}
     for i, k, size in SequenceMatcher(None, words[0], words[2], autojunk=False).get_matching_blocks():
         same.update((i + n, k + n) for n in range(size))

@@ -178,6 +178,8 @@ def merge_line(base: str, ours: str, theirs: str) -> str | None:
     if any(token in ("'", '"') for token in b + o + t):
         return None  # part of a string the line does not close: its text is no code to merge
     ours_edits, theirs_edits = edits_of(b, o), edits_of(b, t)
+    if repeats_changed(b, theirs_edits, [token for _, _, added in ours_edits for token in added]):
+        return None
     edits = sorted(ours_edits + [e for e in theirs_edits if e not in ours_edits])  # one edit both made: once
     if any(first[1] >= second[0] for first, second in zip(edits, edits[1:])):
         return None  # the two edits overlap or touch
@@ -186,6 +188,22 @@ def merge_line(base: str, ours: str, theirs: str) -> str | None:
         out += b[cursor:start] + tokens
         cursor = stop
     return "".join(out + b[cursor:])
+
+
+def repeats_changed(base: list[str], theirs: list[tuple[int, int, list[str]]], added: list[str]) -> bool:
+    """The diff's added tokens repeat code the release changed: the base tokens an edit of the release
+    replaces, with up to two tokens before and one after (`args[1]` made `args[0]` by the release, and the
+    diff adds `... arg.args[1] in cache`: its index may mean another thing there). Spaces aside."""
+    words = [token for token in added if token.strip()]
+    for start, stop, _ in theirs:
+        if start == stop:
+            continue  # an insertion changes no code the diff may repeat
+        before = [token for token in base[:start] if token.strip()][-2:]
+        after = [token for token in base[stop:] if token.strip()][:1]
+        run = before + [token for token in base[start:stop] if token.strip()] + after
+        if any(words[n:n + len(run)] == run for n in range(len(words) - len(run) + 1)):
+            return True
+    return False
 
 
 def edits_of(base: list[str], other: list[str]) -> list[tuple[int, int, list[str]]]:
