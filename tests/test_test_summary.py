@@ -70,3 +70,20 @@ def test_a_failing_target_is_named_when_bazel_reports_it_and_every_target_is_in_
                                                     ["//a:t2", "FAILED", "1", "1", "0"],
                                                     ["//b:none", "no", "cases", "0", "0", "0"]]
     assert table[-1] == "3 passed, 1 failed"
+
+
+def test_the_ten_slowest_targets_of_the_run_are_named_before_the_counts(tmp_path, monkeypatch, capsys):
+    lines = []
+    for n in range(12):
+        write_xml(tmp_path, f"//a:t{n}", tests=1, failures=0)
+        lines.append(f"//a:t{n}    PASSED in {n + 1}.0s\n")
+    write_xml(tmp_path, "//a:old", tests=1, failures=0)
+    lines.append("//a:old   (cached) PASSED in 99.0s\n")  # took nothing this run
+    code, _ = run(tmp_path, monkeypatch, capsys, "".join(lines))
+    monkeypatch.setattr(sys, "stdin", io.StringIO("".join(lines)))
+    test_summary.main(str(tmp_path))
+    out = capsys.readouterr().out.splitlines()
+    slow = next(line for line in out if line.startswith("ten slowest targets"))
+    assert slow == ("ten slowest targets this run (of 12 run, 78 s in all): " +
+                    ", ".join(f"//a:t{n} {n + 1} s" for n in range(11, 1, -1)))
+    assert out[-1] == "13 passed, 0 failed" and code == 0

@@ -7,7 +7,8 @@ without a JUnit file counts as one failed case. A failing target is named, with
 its failed cases, as soon as Bazel reports it (`FAILED //x: case, ...`); at the
 end, a table of the targets (status, cases passed, failed, skipped; `no cases`
 where a target ran none), each skipped case with its reason, as `pytest -rs`
-does (Bazel prints nothing of a passing target), and the counts. Exit code: 0
+does (Bazel prints nothing of a passing target), the ten slowest targets of the
+run (Bazel's `in 12.3s`), and the counts. Exit code: 0
 when nothing failed.
 """
 import re
@@ -16,6 +17,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 FAIL = re.compile(r"^FAIL: (//\S+) ")
+SECONDS = re.compile(r"\bin ([\d.]+)s\b")  # Bazel's "PASSED in 12.3s"
 STATUS = re.compile(r"^(//\S+)\s+(?:\(cached\)\s+)?(PASSED|FAILED|TIMEOUT|FLAKY|NO STATUS|INCOMPLETE|"
                     r"FAILED TO BUILD|SKIPPED)\b")
 
@@ -45,7 +47,7 @@ def failed_cases(xml: Path) -> list[str]:
 
 
 def main(testlogs: str) -> int:
-    targets = {}
+    targets, seconds = {}, {}
     for line in sys.stdin:
         sys.stdout.write(line)
         if m := FAIL.match(line.strip()):
@@ -53,6 +55,8 @@ def main(testlogs: str) -> int:
             sys.stdout.write(f"FAILED {m.group(1)}" + (f": {', '.join(cases)}" if cases else "") + "\n")
         if m := STATUS.match(line.strip()):
             targets[m.group(1)] = m.group(2)
+            if (took := SECONDS.search(line)) and "(cached)" not in line:
+                seconds[m.group(1)] = float(took.group(1))
         sys.stdout.flush()
     passed = failed = 0
     skipped, rows = [], []
@@ -76,6 +80,10 @@ def main(testlogs: str) -> int:
         print(f"{label:<{width}}  {status:<8}  {p:>6}  {f:>6}  {s:>7}")
     for line in skipped:
         print(line)
+    if seconds:  # where the suite's time goes (cached targets took none this run)
+        slowest = sorted(seconds.items(), key=lambda item: -item[1])[:10]
+        print(f"ten slowest targets this run (of {len(seconds)} run, {sum(seconds.values()):.0f} s in all): "
+              + ", ".join(f"{label} {took:.0f} s" for label, took in slowest))
     print(f"{len(targets)} test targets; {len(skipped)} test cases skipped")
     print(f"{passed} passed, {failed} failed")
     return 1 if failed or not targets else 0
