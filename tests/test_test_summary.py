@@ -42,8 +42,9 @@ def test_each_skipped_case_is_listed_with_its_reason_before_the_counts(tmp_path,
     out = io.StringIO()
     monkeypatch.setattr(sys, "stdout", out)
     assert test_summary.main(str(tmp_path)) == 0
-    assert out.getvalue().splitlines()[-4:] == [
+    assert out.getvalue().splitlines()[-5:] == [
         "SKIPPED //a:t1 test_0: why 0 more", "SKIPPED //a:t1 test_1: why 1 more",
+        "ten slowest targets this run (of 1 run, 1 s in all): //a:t1 1 s",
         "1 test targets; 2 test cases skipped", "2 passed, 0 failed"]
 
 
@@ -79,9 +80,8 @@ def test_the_ten_slowest_targets_of_the_run_are_named_before_the_counts(tmp_path
         lines.append(f"//a:t{n}    PASSED in {n + 1}.0s\n")
     write_xml(tmp_path, "//a:old", tests=1, failures=0)
     lines.append("//a:old   (cached) PASSED in 99.0s\n")  # took nothing this run
-    code, _ = run(tmp_path, monkeypatch, capsys, "".join(lines))
     monkeypatch.setattr(sys, "stdin", io.StringIO("".join(lines)))
-    test_summary.main(str(tmp_path))
+    code = test_summary.main(str(tmp_path))
     out = capsys.readouterr().out.splitlines()
     slow = next(line for line in out if line.startswith("ten slowest targets"))
     assert slow == ("ten slowest targets this run (of 12 run, 78 s in all): " +
