@@ -134,7 +134,8 @@ def test_cpu_reproducers_run_up_to_n_at_once_and_the_table_keeps_the_fix_order(t
     assert overlap(spans["c1"], spans["c2"]) and most_at_once(spans.values()) == 2
     assert finished_order(err).index("made-up-c2") < finished_order(err).index("made-up-c1")
     threads = str(max(1, (os.cpu_count() or 1) // 2))
-    assert {json.loads(r["reproducer"]["detail"])["OMP_NUM_THREADS"] for r in rows} == {threads}
+    seen = [json.loads(r["reproducer"]["detail"]) for r in rows]
+    assert {(s["OMP_NUM_THREADS"], s["CUDA_VISIBLE_DEVICES"]) for s in seen} == {(threads, "")}  # and no GPU
 
 
 def test_gpu_reproducers_never_overlap_each_other_and_an_alone_one_overlaps_nothing(tmp_path, log, monkeypatch,
@@ -290,7 +291,7 @@ def test_schedule_one_task_per_gpu_and_alone_ones_by_themselves():
     for a, b in ((0, 1), (0, 2), (1, 2)):  # two at once never share a GPU
         assert not overlap(spans[f"gpu{a + 1}"], spans[f"gpu{b + 1}"]) or on[a] != on[b]
     assert most_at_once([spans[g] for g in ("gpu1", "gpu2", "gpu3")]) <= 2
-    assert all("CUDA_VISIBLE_DEVICES" not in clock.envs[c] for c in ("cpu1", "cpu2", "cpu3"))
+    assert all(clock.envs[c]["CUDA_VISIBLE_DEVICES"] == "" for c in ("cpu1", "cpu2", "cpu3"))  # no GPU
 
 
 def test_schedule_stops_at_the_first_error_and_commands_may_start_again():

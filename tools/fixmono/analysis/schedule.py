@@ -6,7 +6,9 @@
   every core slowed the transformers reproducers 3-10x on 2 cores.
 - A reproducer that needs a GPU (Fix.repro_needs "cuda" or "rocm") holds one
   of the GPUs while it runs: one at a time per GPU. With several GPUs each
-  sees only its own (CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES).
+  sees only its own (CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES). One that
+  needs only a CPU sees no GPU: a "pure jnp" reproducer would otherwise run on
+  the GPU that JAX finds, taking 75% of its memory, beside the GPU ones.
 - A reproducer that needs the machine to itself (Fix.repro_alone: it times
   kernels, or uses every GPU at once) runs with nothing else
   running, every core and every GPU its own: these run first, one by one,
@@ -29,6 +31,7 @@ from fixmono.sources import processes
 T = TypeVar("T")
 GPU_BACKENDS = ("cuda", "rocm")
 VISIBLE = {"cuda": "CUDA_VISIBLE_DEVICES", "rocm": "HIP_VISIBLE_DEVICES"}  # HIP's: among ROCR's, as the runtime reads
+NO_GPU = {"CUDA_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": "", "ROCR_VISIBLE_DEVICES": ""}
 
 
 @dataclass(frozen=True)
@@ -97,7 +100,7 @@ def run(tasks: Sequence[Task], work: Callable[[Task, dict[str, str]], T], jobs: 
                     continue  # a CPU one behind it may start
                 slot = free.pop(0) if t.gpu else None
                 pending.remove(t)
-                start(t, slot, {**shared, **(gpus[slot] if t.gpu else {})})
+                start(t, slot, {**shared, **(gpus[slot] if t.gpu else NO_GPU)})
             done, _ = concurrent.futures.wait(running, return_when=concurrent.futures.FIRST_COMPLETED)
             for future in done:
                 t, slot = running.pop(future)
