@@ -27,6 +27,7 @@ from fixmono.analysis.drift import Cell
 from fixmono.analysis.envs import Base, EnvironmentFailed, environment
 from fixmono.runtime.child import child_env
 from fixmono.testing import write_wheel
+from tests.helpers import with_environ
 
 BASE = Base.of(sys.executable)
 
@@ -245,19 +246,6 @@ def alive(marker: str) -> list[int]:
         if proc.name.isdigit():
             try:
                 if marker in (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"):
-                    found.append(int(proc.name))
-            except OSError:
-                continue
-    return found
-
-
-def with_environ(marker: str) -> list[int]:
-    """pids of processes whose environment holds `marker`."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit() and int(proc.name) != os.getpid():
-            try:
-                if marker.encode() in (proc / "environ").read_bytes():
                     found.append(int(proc.name))
             except OSError:
                 continue

@@ -28,6 +28,7 @@ from fixmono.model.errors import FixDeclarationError
 from fixmono.model.fix import Dep3, FileChange, Fix
 from fixmono.sources import processes
 from fixmono.testing import REPO_ROOT
+from tests.helpers import with_environ
 
 REPRO = textwrap.dedent("""\
     import json, os, sys, time
@@ -192,19 +193,6 @@ def test_repro_alone_is_declared_with_what_it_runs_on():
             repro_alone="yes")
 
 
-def processes_with(marker: str) -> list[int]:
-    """pids of processes whose environment holds `marker`."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit() and int(proc.name) != os.getpid():
-            try:
-                if marker.encode() in (proc / "environ").read_bytes():
-                    found.append(int(proc.name))
-            except OSError:
-                continue
-    return found
-
-
 def test_ctrl_c_keeps_what_finished_and_leaves_no_reproducer(tmp_path, log):
     """c1 finishes; c2 and c3 wait for a file that never comes. SIGINT once c1's line is out: exit
     130, c1 in the table of what finished, c2 and c3 neither there nor running."""
@@ -241,7 +229,7 @@ def test_ctrl_c_keeps_what_finished_and_leaves_no_reproducer(tmp_path, log):
     assert lines[-1].rstrip() == "fixes: interrupted", lines
     table = lines[lines.index("finished before it stopped (1 of 3):\n"):-1]
     assert [row.split()[:2] for row in table[1:]] == [["made-up-c1", "still-needed"]]
-    assert processes_with(marker) == [] and not (log / "c2.end").exists()
+    assert with_environ(marker) == [] and not (log / "c2.end").exists()
 
 
 # the scheduler itself, with threads: a logical clock (a counter) orders what the tasks saw
