@@ -61,8 +61,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     behaviour_args = p.add_argument_group("run the bug on each release (behavioural matrix)")
     behaviour_args.add_argument("--run", action="store_true",
                                 help="also run each CPU reproducer against each release, in that release's environment")
-    behaviour_args.add_argument("--jobs", type=int, default=1, metavar="N", help="reproducers at a time, each with cores/N threads (default 1); "
-                                     "those that need a GPU one at a time per GPU, those that time things alone")
+    behaviour_args.add_argument("--jobs", type=int, default=1, metavar="N",
+                                help="reproducers at a time, each with cores/N threads (default 1); those that "
+                                     "need a GPU one at a time per GPU, those that time things alone")
     behaviour_args.add_argument("--timeout", type=float, default=600.0, metavar="S",
                                 help="seconds per reproducer (default 600)")
     behaviour_args.add_argument("--python", action="append", default=[], metavar="PATH",
