@@ -61,6 +61,11 @@ def test_stopped_prints_what_finished_and_returns_the_last_line():
     assert empty.stopped() == "interrupted" and empty.table() == ""
 
 
+def schedule_order(fixes):
+    """The order --jobs 1 runs them in: those that run alone, then those needing a GPU, then the rest."""
+    return sorted(fixes, key=lambda f: (not f.repro_alone, f.repro_needs not in ("cuda", "rocm")))
+
+
 class FakeReproducer:
     """still_needed.check's double: a verdict at once, Ctrl-C at call `stop_at`."""
 
@@ -76,19 +81,20 @@ class FakeReproducer:
 
 def test_status_run_prints_a_line_per_reproducer(monkeypatch, capsys):
     monkeypatch.setattr(status, "check", FakeReproducer())
-    assert status_cli.main(["status", "--run"]) == 0
+    assert status_cli.main(["status", "--run", "--jobs", "1"]) == 0  # one at a time: the lines in fix order
     err = capsys.readouterr().err
     found = steps(err)
     n = len(discover())
     assert [int(s[0]) for s in found] == list(range(1, n + 1)) and {s[1] for s in found} == {str(n)}
-    assert [s[2] for s in found] == [f.id for f in discover()] and {s[3] for s in found} == {"still-needed"}
+    assert [s[2] for s in found] == [f.id for f in schedule_order(discover())]
+    assert {s[3] for s in found} == {"still-needed"}
 
 
 def test_status_run_interrupted_prints_the_table_of_what_finished(monkeypatch, capsys):
     monkeypatch.setattr(status, "check", FakeReproducer(stop_at=3))
-    assert status_cli.main(["status", "--run"]) == 130
+    assert status_cli.main(["status", "--run", "--jobs", "1"]) == 130
     err = capsys.readouterr().err.splitlines()
-    first, second = (f.id for f in discover()[:2])
+    first, second = (f.id for f in schedule_order(discover())[:2])
     assert err[-1].endswith(": interrupted")
     table = err[err.index(f"finished before it stopped (2 of {len(discover())}):"):-1]
     assert [row.split()[:2] for row in table[1:]] == [[first, "still-needed"], [second, "still-needed"]]
@@ -97,7 +103,7 @@ def test_status_run_interrupted_prints_the_table_of_what_finished(monkeypatch, c
 def fake_run_one(stop_at=None):
     calls = []
 
-    def run_one(fix, version, static, bases, timeout, pip_args, progress, fresh=False):
+    def run_one(fix, version, static, bases, timeout, pip_args, progress, fresh=False, env=None):
         calls.append(fix.id)
         if len(calls) == stop_at:
             raise KeyboardInterrupt
@@ -145,7 +151,7 @@ def test_make_patch_all_prints_a_line_per_fix(tmp_path, capsys):
 
 def test_quiet_prints_no_step_and_no_table(monkeypatch, capsys):
     monkeypatch.setattr(status, "check", FakeReproducer(stop_at=3))
-    assert status_cli.main(["status", "--run", "--quiet"]) == 130
+    assert status_cli.main(["status", "--run", "--quiet", "--jobs", "1"]) == 130
     assert capsys.readouterr().err.splitlines() == ["fixes: interrupted"]
     monkeypatch.setattr(status, "check", FakeReproducer())
     assert status_cli.main(["status", "--run", "-q"]) == 0 and capsys.readouterr().err == ""

@@ -78,5 +78,6 @@ check (isInputCompliesAddmmCudaLt) still decide the Lt path.""",
     hotfix=HotFix(apply=hotfix.enable, remove=hotfix.disable, trigger="torch"),
     reproduce=lazy(f"{__package__}.repro:reproduce"),
     repro_needs="cuda",
+    repro_alone=True,  # it times cuBLAS/cuBLASLt kernels: other reproducers on the machine would disturb them
     validate=lazy(f"{__package__}.validate:check"),
 )

@@ -155,5 +155,6 @@ fails.""",
     hotfix=None,
     reproduce=lazy(f"{__package__}.repro:reproduce"),
     repro_needs="rocm",
+    repro_alone=True,  # every GPU at once, their first calls timed and their overlap counted
     validate=lazy(f"{__package__}.validate:check"),
 )

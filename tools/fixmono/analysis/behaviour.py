@@ -17,9 +17,7 @@ reused by the next run with the same inputs (results.py; --fresh runs again).
 from __future__ import annotations
 
 import collections
-import concurrent.futures
 import dataclasses
-import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -27,8 +25,8 @@ from dataclasses import dataclass, field
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from fixmono.analysis import schedule
 from fixmono.analysis import results
-from fixmono.sources import processes
 from fixmono.analysis.envs import Base, EnvironmentFailed, discard, environment
 from fixmono.analysis.still_needed import CANNOT_RUN, FIXED_UPSTREAM, STILL_NEEDED, check
 from fixmono.model.fix import Fix
@@ -89,23 +87,24 @@ def same_release(installed: str | None, version: str) -> bool:
 
 
 def run_one(fix: Fix, version: str, static: str, bases: list[Base], timeout: float, pip_args: list[str],
-            progress, fresh: bool = False) -> Run:
+            progress, fresh: bool = False, env: dict[str, str] | None = None) -> Run:
     """The fix's reproducer against `version`, under the first of `bases`
     whose Python the release installs on (jax 0.11 needs 3.12); the verdict
-    of an earlier run with the same inputs unless `fresh`."""
+    of an earlier run with the same inputs unless `fresh`. `env`: variables
+    its reproducer runs with (schedule.py: its threads, its GPU)."""
     result_key = results.key(fix, version, [base.key for base in bases])
     earlier = None if fresh else results.load(result_key)
     if earlier is not None:
         verdict = earlier["verdict"]
         return Run(**{**earlier, "static": static, "finding": finding(static, verdict), "reused": True})
-    run = run_here(fix, version, static, bases, timeout, pip_args, progress)
+    run = run_here(fix, version, static, bases, timeout, pip_args, progress, env)
     if run.verdict in (REPRODUCED, NOT_REPRODUCED):
         results.store(result_key, dataclasses.asdict(run))
     return run
 
 
 def run_here(fix: Fix, version: str, static: str, bases: list[Base], timeout: float, pip_args: list[str],
-             progress) -> Run:
+             progress, env: dict[str, str] | None = None) -> Run:
     start = time.monotonic()
     dist = dist_name(PROJECTS[fix.upstream])  # XLA ships inside jaxlib
     refused = []
@@ -119,7 +118,7 @@ def run_here(fix: Fix, version: str, static: str, bases: list[Base], timeout: fl
                 continue  # the next interpreter may be the one it needs
             break
         progress(f"{fix.id} @ {version}: running the reproducer")
-        result = check(fix, timeout, python=base.python, before=before)
+        result = check(fix, timeout, python=base.python, before=before, env=env)
         verdict = VERDICTS[result["status"]]
         return Run(version, static, verdict, result["detail"], finding(static, verdict), time.monotonic() - start,
                    base.python, base.version, results.where(), figures=result["figures"])
@@ -129,11 +128,13 @@ def run_here(fix: Fix, version: str, static: str, bases: list[Base], timeout: fl
 
 
 def run_matrix(statics: dict, fixes: list[Fix], bases: list[Base], jobs: int, timeout: float, pip_args: list[str],
-               progress=lambda m: None, discard_envs: bool = False, fresh: bool = False) -> dict[str, list[Run]]:
+               progress=lambda m: None, discard_envs: bool = False, fresh: bool = False,
+               gpus: list[dict[str, str]] | None = None) -> dict[str, list[Run]]:
     """Every (fix, version) of `statics` ({fix id: [drift.Cell]}), `jobs` at a
-    time; with `discard_envs`, a release's environment is removed once its
-    last run is over. Ctrl-C (or any error) stops every reproducer and pip it
-    started and waits for their clean-up before it propagates."""
+    time as schedule.py orders them (`gpus`: one environment per GPU, schedule.gpu_slots);
+    with `discard_envs`, a release's environment is removed once its last run
+    is over. Ctrl-C (or any error) stops every reproducer and pip it started
+    and waits for their clean-up before it propagates."""
     by_id = {f.id: f for f in fixes}
 
     def release(fix_id: str, version: str) -> tuple[str, str]:
@@ -141,10 +142,12 @@ def run_matrix(statics: dict, fixes: list[Fix], bases: list[Base], jobs: int, ti
 
     left = collections.Counter(release(fix_id, c.version) for fix_id, cells in statics.items() for c in cells)
     counting = threading.Lock()
+    cells = {(fix_id, i): c for fix_id, cs in statics.items() for i, c in enumerate(cs)}
 
-    def one(fix_id: str, c) -> Run:
+    def one(task: schedule.Task, env: dict[str, str]) -> Run:
+        fix_id, c = task.key[0], cells[task.key]
         try:
-            run = run_one(by_id[fix_id], c.version, c.status, bases, timeout, pip_args, progress, fresh)
+            run = run_one(by_id[fix_id], c.version, c.status, bases, timeout, pip_args, progress, fresh, env)
             step_done(progress, f"{fix_id} @ {c.version}", run.verdict + (" (an earlier run's)" if run.reused else ""),
                       run.seconds)
             return run
@@ -156,39 +159,8 @@ def run_matrix(statics: dict, fixes: list[Fix], bases: list[Base], jobs: int, ti
                 for base in bases:
                     discard(base, *release(fix_id, c.version))
 
-    pool = concurrent.futures.ThreadPoolExecutor(max_workers=jobs)
-    futures = {}
-    threads = shared_cores(jobs)
-    try:
-        for fix_id, cells in statics.items():
-            for c in cells:
-                futures[(fix_id, c.version)] = pool.submit(one, fix_id, c)
-        out = {fix_id: [futures[(fix_id, c.version)].result() for c in cells] for fix_id, cells in statics.items()}
-    except BaseException:
-        for future in futures.values():
-            future.cancel()
-        processes.stop_all()
-        pool.shutdown(wait=True)  # the workers remove what they were building
-        raise
-    finally:
-        threads.close()
-    pool.shutdown(wait=True)
-    return out
-
-
-class shared_cores:
-    """With N reproducers at a time, each gets cores/N threads (OMP_NUM_THREADS, which torch
-    reads), unless the caller set it: N torch processes each using every core slowed the
-    transformers reproducers 3-10x on 2 cores. Undone by close()."""
-
-    def __init__(self, jobs: int):
-        self.was = os.environ.get("OMP_NUM_THREADS")
-        if jobs > 1 and self.was is None:
-            os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // jobs))
-
-    def close(self) -> None:
-        if self.was is None:
-            os.environ.pop("OMP_NUM_THREADS", None)
+    out = schedule.run([schedule.task(key, by_id[key[0]]) for key in cells], one, jobs, gpus or [{}])
+    return {fix_id: [out[(fix_id, i)] for i in range(len(cs))] for fix_id, cs in statics.items()}
 
 
 def summary(runs: dict[str, list[Run]]) -> str:

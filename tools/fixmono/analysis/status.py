@@ -13,6 +13,7 @@ import dataclasses
 import time
 from pathlib import Path
 
+from fixmono.analysis import schedule
 from fixmono.analysis.still_needed import check
 from fixmono.apply.run import run
 from fixmono.model.errors import UserError
@@ -108,8 +109,12 @@ def with_journal(row: dict, fix: Fix, site: Path, env: Environment) -> dict:
 
 
 def collect(fixes: list[Fix] | None = None, run_reproducers: bool = False, timeout: float = 600.0,
-            site: Path | None = None, env: Environment | None = None, progress=lambda msg: None) -> dict:
-    """The status of `env` (default: this interpreter's environment)."""
+            site: Path | None = None, env: Environment | None = None, progress=lambda msg: None,
+            jobs: int = 1) -> dict:
+    """The status of `env` (default: this interpreter's environment); with
+    `run_reproducers`, each fix's reproducer run, `jobs` at a time as
+    schedule.py orders them (one at a time per GPU here, those that need the
+    machine to themselves alone)."""
     fixes = discover() if fixes is None else fixes
     env = env or Environment.current()
     here = backend(env) if env.here else env.torch_build()
@@ -119,11 +124,23 @@ def collect(fixes: list[Fix] | None = None, run_reproducers: bool = False, timeo
         row["affects_backend_here"] = here["name"] in fix.backends if here["name"] else None
         rows.append(row)
     if run_reproducers:
-        for fix, row in zip(fixes, rows):
+        def one(task: schedule.Task, extra: dict[str, str]) -> dict:
+            fix = fixes[task.key]
             progress(f"running the reproducer of {fix.id} (limit {timeout:.0f} s)")
             start = time.monotonic()
-            found = check(fix, timeout, python=env.python)
-            row["reproducer"] = {"status": found["status"], "detail": found["detail"]}
+            found = check(fix, timeout, python=env.python, env=extra)
             step_done(progress, fix.id, found["status"], time.monotonic() - start)
+            return found
+
+        found = schedule.run([schedule.task(i, fix) for i, fix in enumerate(fixes)], one, jobs, gpu_slots(env))
+        for i, row in enumerate(rows):
+            row["reproducer"] = {"status": found[i]["status"], "detail": found[i]["detail"]}
     return {"python": env.prefix, "python_executable": env.python, "python_version": env.version,
             "backend": here, "fixes": rows}
+
+
+def gpu_slots(env: Environment) -> list[dict[str, str]]:
+    """One environment per GPU the reproducers may use: the GPUs here of the
+    kind `env`'s torch is built for (sources/gpus.py), also for another interpreter's."""
+    kind = env.torch_build()["name"]
+    return schedule.gpu_slots(kind, gpus.count(kind)[0]) if kind in schedule.GPU_BACKENDS else [{}]

@@ -35,16 +35,18 @@ def classify(exit_code: int, report: dict | None) -> tuple[str, str]:
     return CANNOT_RUN, f"reproducer failed (exit {exit_code})"
 
 
-def check(fix: Fix, timeout: float, python: str | None = None, before: tuple[str, ...] = ()) -> dict:
+def check(fix: Fix, timeout: float, python: str | None = None, before: tuple[str, ...] = (),
+          env: dict[str, str] | None = None) -> dict:
     """The fix's reproducer under `python` (default: this interpreter), which
     imports this fixmono from where it is, and first what the folders `before`
-    hold (drift --run: one release's environment). Killed with all it
+    hold (drift --run: one release's environment); `env`: variables set for it
+    (schedule.py: its threads, its GPU). Killed with all it
     started on timeout or Ctrl-C (processes.bounded). `figures`: the numbers
     its verdict rests on (the reproducer's `details`), {} where it gave none."""
     module = f"{fix.package}.repro"
     try:
         proc = bounded(module_command("fixmono.runtime.run_repro", module, "--json", python=python),
-                       env=child_env(before=before), timeout=timeout)
+                       env={**child_env(before=before), **(env or {})}, timeout=timeout)
     except subprocess.TimeoutExpired:
         return {"fix": fix.id, "status": CANNOT_RUN, "detail": f"reproducer ran past {timeout:g} s", "figures": {}}
     start = proc.stdout.find("{")

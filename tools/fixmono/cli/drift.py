@@ -16,7 +16,7 @@ from pathlib import Path
 
 import fixmono
 from fixmono.analysis import behaviour, history, status
-from fixmono.analysis.drift import RANGES, chosen_fixes, markdown, matrix, parse_versions, published_versions
+from fixmono.analysis.drift import RANGES, Cell, chosen_fixes, markdown, matrix, parse_versions, published_versions
 from fixmono.analysis.envs import Base
 from fixmono.cli.early import exit_quietly
 from fixmono.cli.files import check_report_path, check_site_folder, write_report
@@ -28,7 +28,7 @@ from fixmono.model.patchfile import all_paths, read_patches, resolve_strip
 from fixmono.model.projects import PROJECTS, runs_on
 from fixmono.model.registry import discover
 from fixmono.output.html_report import write_site
-from fixmono.output.progress import Progress, step_done
+from fixmono.output.progress import Progress
 from fixmono.output.readmes import fix_readmes
 from fixmono.sources.installed import Environment
 from fixmono.sources.open import open_upstream
@@ -61,7 +61,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     behaviour_args = p.add_argument_group("run the bug on each release (behavioural matrix)")
     behaviour_args.add_argument("--run", action="store_true",
                                 help="also run each CPU reproducer against each release, in that release's environment")
-    behaviour_args.add_argument("--jobs", type=int, default=1, metavar="N", help="reproducers at a time (default 1)")
+    behaviour_args.add_argument("--jobs", type=int, default=1, metavar="N",
+                                help="reproducers at a time, each with cores/N threads (default 1); those that "
+                                     "need a GPU one at a time per GPU, those that time things alone")
     behaviour_args.add_argument("--timeout", type=float, default=600.0, metavar="S",
                                 help="seconds per reproducer (default 600)")
     behaviour_args.add_argument("--python", action="append", default=[], metavar="PATH",
@@ -239,17 +241,14 @@ def over_installed(args: argparse.Namespace) -> tuple[dict, int]:
         check_site_folder(args.html)
     (base,) = behaviour_bases(args)
     env = Environment.of(base.python)
-    runs = {}
     rows = {fix.id: status.check_installed(fix, env=env) for fix in fixes}
     not_installed = {fid: f"{row['dist']} is not installed in {env.prefix}" for fid, row in rows.items()
                      if row["version"] is None}
     args.progress.total = len(fixes) - len(not_installed)
-    for fix in (f for f in fixes if f.id not in not_installed):
-        row = rows[fix.id]
-        run = behaviour.run_one(fix, row["version"], STATIC_OF_INSTALLED.get(row["installed_files"], "n/a"), [base],
-                                args.timeout, args.pip_arg, args.progress, args.fresh)
-        runs[fix.id] = [run]
-        step_done(args.progress, f"{fix.id} @ {row['version']}", run.verdict, run.seconds)
+    cells = {fid: [Cell(row["version"], STATIC_OF_INSTALLED.get(row["installed_files"], "n/a"), "", "n/a")]
+             for fid, row in rows.items() if fid not in not_installed}
+    runs = behaviour.run_matrix(cells, fixes, [base], args.jobs, args.timeout, args.pip_arg, args.progress,
+                                fresh=args.fresh, gpus=status.gpu_slots(env))
     report = behaviour.markdown(runs, not_installed)
     if args.out:
         write_report(args.out, report)

@@ -10,6 +10,7 @@ import sys
 
 from fixmono.analysis.status import (BUILT_IN, FAILED, FIXED, NOT_APPLICABLE, NOT_FIXED, NOT_INSTALLED, PATCHED_HERE,
                                      collect)
+from fixmono.analysis.schedule import cores
 from fixmono.cli.early import exit_quietly
 from fixmono.cli.guard import ArgumentParser, run_command
 from fixmono.cli.render import table
@@ -62,6 +63,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                                                     "(its installed files read, nothing imported)")
     p.add_argument("--run", action="store_true", help="also run each fix's reproducer in a subprocess")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per reproducer (--run)")
+    p.add_argument("--jobs", type=int, metavar="N",
+                   help=f"reproducers at a time, each with cores/N threads (--run; default: the cores, {cores()} here); "
+                        "those that need a GPU one at a time per GPU, those that time things alone")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr (--run)")
     p.add_argument("--diff", action="append", default=[], metavar="FILE",
@@ -76,6 +80,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         if args.diff else None
     if not args.timeout > 0:
         raise UserError("--timeout must be a positive number of seconds")
+    if args.jobs is not None and not args.run:
+        raise UserError("--jobs is for --run")
+    if args.jobs is not None and args.jobs < 1:
+        raise UserError(f"--jobs {args.jobs}: must be 1 or more")
+    args.jobs = args.jobs or cores()
     return args
 
 
@@ -90,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.run:
                 progress.total = len(args.diff_fixes or discover())
             return collect(args.diff_fixes, run_reproducers=args.run, timeout=args.timeout, env=env,
-                           progress=progress), 0
+                           progress=progress, jobs=args.jobs), 0
         finally:
             progress.clear()  # before the report, or an error's line
 

@@ -228,6 +228,11 @@ class Fix:
     # "rocm"; "" when there is none): the behavioural matrix (drift --run)
     # runs on this machine only the fixes whose reproducer needs "cpu".
     repro_needs: str = ""
+    # The reproducer needs the machine to itself: it times things (a benchmark,
+    # its verdict resting on how fast kernels run) or uses every GPU at once.
+    # status --run and drift --run run it with nothing else running, every
+    # core and GPU its own (analysis/schedule.py).
+    repro_alone: bool = False
     package: str = ""  # filled in by discovery: fixmono.fixes.<upstream>.<name>
 
     def __post_init__(self) -> None:
@@ -240,6 +245,8 @@ class Fix:
             problems.append(f"unknown backends {sorted(unknown)}")
         if self.repro_needs and (self.repro_needs not in BACKENDS or self.reproduce is None):
             problems.append(f"repro_needs {self.repro_needs!r}: one of {BACKENDS}, with a reproducer")
+        if not isinstance(self.repro_alone, bool) or (self.repro_alone and not self.repro_needs):
+            problems.append(f"repro_alone {self.repro_alone!r}: True or False, True only with repro_needs")
         if not self.changes:
             problems.append("declares no file changes")
         paths = [c.path for c in self.changes]

@@ -29,7 +29,7 @@ def env_seconds(name: str, default: float) -> float:
 
 
 class Stopped(Exception):
-    """A command asked for after stop_all(): the run is ending."""
+    """A command asked for after stop_all(), or one that stop_all() killed: the run is ending."""
 
 
 def kill_group(proc: subprocess.Popen) -> None:
@@ -42,7 +42,8 @@ def kill_group(proc: subprocess.Popen) -> None:
 
 def bounded(command: list[str], timeout: float, env: dict | None = None) -> subprocess.CompletedProcess:
     """subprocess.run(command, capture_output=True, text=True, timeout=timeout),
-    killing the command's whole process group on timeout or on any exception."""
+    killing the command's whole process group on timeout or on any exception;
+    Stopped when stop_all() ended it (its exit status is no answer)."""
     with _lock:
         if _stopping.is_set():
             raise Stopped(command[0])
@@ -58,6 +59,8 @@ def bounded(command: list[str], timeout: float, env: dict | None = None) -> subp
             if isinstance(stopped, subprocess.TimeoutExpired):  # what it said before it was stopped
                 stopped.output, stopped.stderr = out, err
             raise
+        if proc.returncode < 0 and _stopping.is_set():  # killed by stop_all(): no answer of the command's
+            raise Stopped(command[0])
         return subprocess.CompletedProcess(command, proc.returncode, out, err)
     finally:
         with _lock:
