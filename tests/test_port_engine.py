@@ -234,6 +234,42 @@ def test_the_added_lines_names_must_be_bound_where_they_go(tmp_path, added, ok):
         assert result.status is Status.FAILED and "not defined where they go" in result.detail, result.detail
 
 
+LOST = '''import os
+import sys
+
+LIMIT = 3
+
+
+def first():
+    return LIMIT
+
+
+def middle():
+    return 0
+
+
+def far_away(path):
+    return os.path.join(path, "x")
+''' + "".join(f"\n\ndef filler{n}():\n    return {n}\n" for n in range(12))
+
+
+@pytest.mark.parametrize("edit, lost", [
+    (("import os\n", ""), "os"),  # read in a function the diff neither shows nor changes
+    (("LIMIT = 3\n", ""), "LIMIT"),  # read in the function the hunk shows
+    (("import sys\n", ""), None),  # read nowhere: the removal is fine
+    (("    return 0\n", "    return 1\n"), None),  # no binding removed
+])
+def test_a_binding_the_diff_removes_must_not_be_read_elsewhere(tmp_path, edit, lost):
+    """Reads outside the hunks are checked where the diff removes a binding: every def whose text names
+    what the removed lines name is walked, far from the hunks too (the defs the check leaves out name none)."""
+    after = LOST.replace(*edit, 1)
+    change, result = outcome(git_diff(LOST, after, tmp_path), LOST)
+    if lost is None:
+        assert result.status is Status.APPLIED and result.new_text == after, result.detail
+    else:
+        assert result.status is Status.FAILED and f"`{lost}` is read" in result.detail, result.detail
+
+
 @pytest.mark.parametrize("signature, ok", [
     ("    def other(self, width: int) -> int:\n", True),  # builtins
     ("    def other(self, width: os.PathLike) -> int:\n", True),  # an import of the module

@@ -432,7 +432,9 @@ class DiffTransform:
                 tree = ast.parse(new)
             except SyntaxError as err:
                 raise TransformFailed(f"the result does not parse (line {err.lineno}: {err.msg})") from None
-            check_result(lambda: ast.parse(source), tree, new, scopes.added(), scopes.shown(), self.path)
+            check_result(lambda: ast.parse(source), tree, new, scopes.added(), scopes.shown(), self.path,
+                         {name for hunk in changed for kind, text in hunk.lines if kind == "-"
+                          for name in three_way.NAME.findall(text)})
             scopes_of(Scopes, new, tree)  # the presence check reads the result next
         if changed and self.engine == "cpp" and (after := scopes_of(CppScopes, new).errors) > errors:
             raise TransformFailed(f"the result would add parse errors ({errors} -> {after}); refusing it")
@@ -1312,12 +1314,16 @@ def check_no_second_definition(tree: ast.AST, added_rows: list[int], path: str) 
                                           "refusing to define it twice")
 
 
-def name_reads(tree: ast.AST, on_read) -> None:
+def name_reads(tree: ast.AST, on_read, walked=None) -> None:
     """Call on_read(name node, the scopes it sees) for every name read in `tree`:
     its function and the enclosing ones (innermost last), the module; a class
     body's names seen in that body, not in its methods, as Python has it. A
-    function's decorators, defaults and annotations are read where it is defined."""
+    function's decorators, defaults and annotations are read where it is defined.
+    `walked(first line, last line)`: False for a def or class to leave out, whole."""
     def visit(node: ast.AST, scopes: list[dict], own: dict | None = None) -> None:
+        if walked is not None and isinstance(node, (*FUNCTIONS, ast.ClassDef)) and not walked(
+                min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])]), node.end_lineno):
+            return
         here = scopes + [own] if own else scopes
         if isinstance(node, FUNCTIONS):
             a = node.args
@@ -1351,7 +1357,7 @@ def star_import(source: str, tree: ast.AST) -> bool:
 
 
 def check_result(before, after: ast.AST, text: str, added_rows: list[int], shown: list[int],
-                 path: str) -> None:
+                 path: str, removed_names: set[str] | None = None) -> None:
     """The names of the result (one walk of it; the original's, `before()`, only when needed):
 
     - every name an added line reads is bound where that line can see it (its
@@ -1364,7 +1370,9 @@ def check_result(before, after: ast.AST, text: str, added_rows: list[int], shown
     - a name read outside the hunks must not lose its binding: lines the diff
       removes (a module global, an import) may still be read by code of this
       release it does not show (within its hunks, the diff's author saw it);
-    - no def or class is defined twice (check_no_second_definition)."""
+    - no def or class is defined twice (check_no_second_definition).
+    `removed_names`: the names on the lines the diff removes; a def or class with no added line and none
+    of them in its text is not walked (nothing there can read a name the diff added or unbound)."""
     lines = text.split("\n")
     if any(DEF.match(lines[r]) for r in added_rows if r < len(lines)):
         check_no_second_definition(after, added_rows, path)
@@ -1388,7 +1396,15 @@ def check_result(before, after: ast.AST, text: str, added_rows: list[int], shown
         elif line not in outside and not any(name in scope for scope in scopes):
             lost.append((name, line))
 
-    name_reads(after, read)
+    walked = None
+    if removed_names is not None:
+        wanted = sorted(rows | {n + 1 for n, line in enumerate(lines) if removed_names & set(three_way.NAME.findall(line))})
+
+        def walked(first: int, last: int) -> bool:
+            at = bisect.bisect_left(wanted, first)
+            return at < len(wanted) and wanted[at] <= last
+
+    name_reads(after, read, walked)
     if lost:  # read and unbound outside the hunks: a problem only if it was bound before the diff
         unbound_before = set()
         name_reads(before(), lambda node, scopes: None if node.id in BUILTINS or any(node.id in s for s in scopes)
