@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable
 
-from fixmono.engines.uses import unresolved_uses
+from fixmono.apply.remembered_uses import unresolved_uses
 from fixmono.model.errors import NotApplicable, TargetSyntaxError, TransformFailed, Unreadable
 from fixmono.model.fix import FileChange, Fix
 from fixmono.model.outcome import FileOutcome, FixOutcome, Status
@@ -107,7 +107,7 @@ def apply_fix(fix: Fix, read: Callable[[str], bytes | None],
 def check_uses(fix: Fix, outcomes: tuple[FileOutcome, ...], before: dict[str, str], read,
                whole_tree: bool) -> tuple[FileOutcome, ...]:
     """A diff's applied file fails where its added lines use what the tree lacks
-    (engines/uses.py), the other files read as the fix leaves them. Only a
+    (engines/uses.py, remembered: apply/remembered_uses.py), the other files read as the fix leaves them. Only a
     result that is whole: where a file fails or is missing, that is the answer."""
     if any(f.status not in (Status.APPLIED, Status.ALREADY_APPLIED) for f in outcomes if not f.optional):
         return outcomes
