@@ -52,7 +52,7 @@ from fixmono.sources.git import clean_env, run_git
 from fixmono.sources.index import (Deadline, Found, basic_auth, find_wheel, last_line, pip_stalled, pip_within,
                                    published_sha256, stalled, without_auth)
 from fixmono.sources.ranged import RangedWheel, RangeNotHonoured
-from fixmono.sources.targets import declared
+from fixmono.sources.catalogue import listed
 from fixmono.sources.upstream import Upstream, cache_dir, open_repository
 from fixmono.sources.verify import VerifiedWheel, record_hash, verify_wheel
 
@@ -219,8 +219,7 @@ def scratch_path(project: Project, version: str, extra: frozenset = frozenset())
 
 def catalogue_paths(project: Project) -> set[str]:
     """The repository paths the catalogue's fixes for `project` target, and its markers."""
-    return {path for upstream, paths in declared() if runs_on(upstream, project) for path in paths} \
-        | set(project.markers)
+    return {c.path for f in listed() if runs_on(f.upstream, project) for c in f.changes} | set(project.markers)
 
 
 def wanted_members(project: Project, extra: frozenset = frozenset()) -> set[str]:
