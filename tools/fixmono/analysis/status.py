@@ -209,8 +209,6 @@ def collect(fixes: list[Fix] | None = None, run_reproducers: bool = False, timeo
     for fix, row in zip(fixes, rows):
         row["affects_backend_here"] = here["name"] in fix.backends if here["name"] else None
     if run_reproducers:
-        from fixmono.analysis.still_needed import check  # runs reproducers: only --run needs it
-
         def one(task: schedule.Task, extra: dict[str, str]) -> dict:
             fix = fixes[task.key]
             progress(f"running the reproducer of {fix.id} (limit {timeout:.0f} s)")
@@ -224,6 +222,13 @@ def collect(fixes: list[Fix] | None = None, run_reproducers: bool = False, timeo
             row["reproducer"] = {"status": found[i]["status"], "detail": found[i]["detail"]}
     return {"python": env.prefix, "python_executable": env.python, "python_version": env.version,
             "backend": here, "fixes": rows}
+
+
+def check(fix: Fix, timeout: float, **kwargs) -> dict:
+    """still_needed.check: the fix's reproducer run (imported only by --run)."""
+    from fixmono.analysis.still_needed import check as reproduce
+
+    return reproduce(fix, timeout, **kwargs)
 
 
 def gpu_slots(env: Environment) -> list[dict[str, str]]:
