@@ -3,13 +3,14 @@
 machine in one run: each command's wall time, the median of RUNS interleaved
 runs, and its ratio to each of the two (how many times their time it takes).
 The commands run under this tree's code and an earlier commit's (--base,
-default 32c2033: a warm `--upstream pip:` call asked the index every time),
+default 12c5624, main before issue 43's warm calls: a warm `--upstream pip:` call asked the index every
+time),
 each with a cache of its own, warmed by one run first (its time printed as
 `first`), and a bytecode folder of its own (PYTHONPYCACHEPREFIX: written by
 that first run, as an installed wheel has it; --no-bytecode: none, every run
 compiles every module it imports).
 
-    .venv/bin/python tools/bench_warm.py [--runs 10] [--base 32c2033]
+    .venv/bin/python tools/bench_warm.py [--runs 10] [--base 12c5624]
         [--diff fixes/transformers/falcon_packed_mask/fix.patch] [--upstream pip:transformers==5.20.0]
 
 The commands:
@@ -75,7 +76,7 @@ def pre_image_folder(diff: Path, cache: Path, into: Path) -> Path:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--runs", type=int, default=10)
-    p.add_argument("--base", default="32c2033", help="the commit whose code is the baseline")
+    p.add_argument("--base", default="12c5624", help="the commit whose code is the baseline")
     p.add_argument("--diff", type=Path, default=ROOT / "fixes/transformers/falcon_packed_mask/fix.patch")
     p.add_argument("--upstream", default="pip:transformers==5.20.0")
     p.add_argument("--no-bytecode", action="store_true", help="no .pyc read or written: every run compiles")
@@ -99,7 +100,7 @@ def main() -> int:
             commands[f"status, {name}"] = (fixmono + ["status"], env, None)
             for what in ("make-patch", "make-patch offline", "status"):  # the first run: it fills the cache
                 seconds, code, said = timed(*commands[f"{what}, {name}"][:2])
-                first[f"{what}, {name}"] = f"{seconds:.2f} s" if code == 0 else f"exit {code}: {said}"
+                first[f"{what}, {name}"] = f"{seconds:.2f} s" if code == 0 else f"exit {code}"
         folder = pre_image_folder(diff, tmp / "cache-1", tmp / "git-apply")
         baselines = {"git apply --check": (["git", "apply", "--check", str(diff)], dict(os.environ), folder),
                      "pip --version": ([sys.executable, "-m", "pip", "--version"], dict(os.environ), None)}

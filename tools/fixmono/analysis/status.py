@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import signal
+import sys
 import threading
 import time
 from pathlib import Path
@@ -118,27 +119,32 @@ def check_all(fixes: list, site: Path | None, env: Environment) -> list[dict]:
     rows = [check_installed(fix, site, env, compute=False) for fix in fixes]
     todo = [n for n, row in enumerate(rows) if row is None]
     jobs = min(len(todo), remembered_status.available_cores())
-    if jobs > 1:
-        import multiprocessing
-    if jobs < 2 or "fork" not in multiprocessing.get_all_start_methods() or threading.active_count() > 1:
+    if jobs < 2 or not sys.platform.startswith("linux") or threading.active_count() > 1:  # fork: Linux, no thread
         return [row if row is not None else check_installed(fix, site, env) for fix, row in zip(fixes, rows)]
     for n in todo:  # imported here, before the fork: each process has them
         if hasattr(fixes[n], "load"):
             fixes[n].load()
     todo.sort(key=lambda n: -target_bytes(fixes[n], site, env))  # the longest first
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures.process import BrokenProcessPool
+
     _pending = (fixes, site, env)
-    pool = multiprocessing.get_context("fork").Pool(jobs, initializer=as_worker)
+    pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork"), initializer=as_worker)
     try:
-        for n, row in pool.imap_unordered(check_one, todo):
+        for future in as_completed([pool.submit(check_one, n) for n in todo]):
+            n, row = future.result()
             rows[n] = row
-        pool.close()  # each process ends as it finishes: none is killed mid-write
-    except BaseException:
-        pool.terminate()
+    except BrokenProcessPool:  # a checker died (killed, out of memory): the rest checked here
+        pass
+    except BaseException:  # Ctrl-C, SIGTERM, an error: no checker outlives the run
+        for process in list((getattr(pool, "_processes", None) or {}).values()):
+            process.terminate()
         raise
     finally:
-        pool.join()
+        pool.shutdown(wait=True, cancel_futures=True)
         _pending = ()
-    return rows
+    return [row if row is not None else check_installed(fix, site, env) for fix, row in zip(fixes, rows)]
 
 
 def as_worker() -> None:
