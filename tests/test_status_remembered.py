@@ -2,7 +2,8 @@
 the rest on every core: a warm status says what a cold one said and loads no
 fix (the catalogue as listed: sources/catalogue.py); an installed file that
 changed, or an entry that is damaged, is checked again; the forked checkers
-answer as one process does. Nothing here is timed."""
+answer as one process does; status does not transform a result a second
+time (the fixed-point check is make-patch's). Nothing here is timed."""
 from __future__ import annotations
 
 import json
@@ -15,6 +16,8 @@ import pytest
 
 from fixmono.analysis import remembered_status, status
 from fixmono.apply.contract import apply_change
+from fixmono.model.fix import FileChange, Rewrite
+from fixmono.model.outcome import Status
 from fixmono.model.projects import PROJECTS
 from fixmono.model.registry import discover
 from fixmono.sources.catalogue import listed
@@ -142,3 +145,20 @@ def test_the_forked_checkers_answer_as_one_process_does(tmp_path, monkeypatch):
     assert answers[1] == answers[3] and len(answers[1]) == len(SOME)
     checkers = {int(p.name) for p in pids.iterdir()}
     assert len(checkers) >= 2 and os.getpid() not in checkers  # forked processes did the checking
+
+
+class Appends:
+    """A transformation that is no fixed point: each run adds one more line."""
+
+    engine, description = "python", "append a line"
+
+    def rewrite(self, source: str) -> Rewrite:
+        return Rewrite(source + "x = 1\n", 1, 0)
+
+
+def test_status_transforms_a_result_once_make_patch_twice():
+    """The fixed-point check (the result transformed again) is make-patch's: status
+    writes nothing and asks only whether the fix is there."""
+    change = FileChange("pkg/a.py", Appends())
+    assert "not idempotent" in apply_change(change, "y = 2\n").detail
+    assert apply_change(change, "y = 2\n", fixed_point=False).status is Status.APPLIED
