@@ -38,8 +38,9 @@ diff --git a/{TINY} b/{TINY}
 @pytest.fixture
 def index(tmp_path):
     """(the environment pointing pip at an index of one wheel, the folder it serves, the diff's file)."""
-    wheel = write_wheel(tmp_path / "dist", "transformers", VERSION, {
-        "transformers/__init__.py": "__version__ = '5.99.0'\n", "transformers/tiny.py": "def scale(x):\n    return x\n"})
+    files = {"transformers/__init__.py": "__version__ = '5.99.0'\n",
+             "transformers/tiny.py": "def scale(x):\n    return x\n"}
+    wheel = write_wheel(tmp_path / "dist", "transformers", VERSION, files)
     pip_env = simple_index(tmp_path / "www", [wheel])
     diff = tmp_path / "tiny.diff"
     diff.write_text(DIFF)

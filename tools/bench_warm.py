@@ -128,7 +128,8 @@ def main() -> int:
         if name in failed:
             print(f"  {name:<{width}}  fails: {failed[name]}")
             continue
-        ratio = "" if name in baselines else f"   x{medians[name] / git_apply:6.1f} git apply   x{medians[name] / pip:5.2f} pip"
+        ratio = "" if name in baselines else \
+            f"   x{medians[name] / git_apply:6.1f} git apply   x{medians[name] / pip:5.2f} pip"
         print(f"  {name:<{width}}  {medians[name]:6.3f} s{ratio}")
     print("  first run (filling the cache): " + "; ".join(f"{k} {v}" for k, v in first.items()))
     this, base = "this tree", f"base {args.base}"

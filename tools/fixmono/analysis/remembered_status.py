@@ -27,7 +27,7 @@ from fixmono.model.errors import UserError
 from fixmono.model.outcome import Status
 from fixmono.model.shapes import SHA256, Maybe, OneOf, parsed
 from fixmono.sources.catalogue import folder_fingerprint, stated
-from fixmono.sources.resolved import save
+from fixmono.sources.cache_files import save
 from fixmono.sources.upstream import Source, cache_dir
 
 FORMAT = 1

@@ -18,7 +18,7 @@ from pathlib import Path
 from fixmono.model.fix import Fix
 from fixmono.model.registry import CATALOGUE, catalogue_dirs, discover, fix_files, load as load_fix
 from fixmono.model.shapes import SHA256
-from fixmono.sources.resolved import load, save
+from fixmono.sources.cache_files import load, save
 from fixmono.sources.upstream import cache_dir
 
 FORMAT = 1

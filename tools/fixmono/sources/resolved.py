@@ -25,8 +25,8 @@ import re
 import sys
 from pathlib import Path
 
-from fixmono.model.errors import UserError
-from fixmono.model.shapes import SHA256, Maybe, parsed
+from fixmono.model.shapes import SHA256, Maybe
+from fixmono.sources.cache_files import load, save
 from fixmono.sources.index import PYPI, pip_settings
 from fixmono.sources.processes import bounded
 from fixmono.sources.upstream import cache_dir
@@ -67,7 +67,8 @@ def identity(refresh: bool = False) -> str:
             files = []
     digest = hashlib.sha256(json.dumps(sources(settings)).encode()).hexdigest()
     if files:  # stated before the settings were read: a file changed since is noticed next time
-        save(memo, {"format": FORMAT, "files": [{"path": path, "stat": stat(path)} for path in files], "identity": digest})
+        save(memo, {"format": FORMAT, "files": [{"path": path, "stat": stat(path)} for path in files],
+                    "identity": digest})
     return digest
 
 
@@ -105,21 +106,3 @@ def keep(dist: str, version: str, sources_id: str, filename: str, url: str | Non
               "url": url, "sha256": sha256, "directory": directory, "file_sha256": file_sha256}
     save(record_path(dist, version, sources_id), record)
     return record
-
-
-def load(path: Path, shape) -> dict | None:
-    try:
-        return parsed(path.read_bytes(), shape, str(path))
-    except (OSError, UserError):
-        return None
-
-
-def save(path: Path, data: dict) -> None:
-    """Written whole or not at all; a cache that cannot be written is no error."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
-        tmp.replace(path)
-    except OSError:
-        pass
