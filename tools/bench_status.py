@@ -30,8 +30,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tools"))
-from fixmono.sources.git import run_git  # noqa: E402  (every git process goes through the one layer)
 
 PYTHON_VARIABLES = ("PYTHONPATH", "FIXMONO_CACHE", "PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")
 
@@ -56,8 +54,10 @@ def status(env: dict) -> tuple[float, dict]:
 
 
 def where_child() -> None:
-    """One cold status's checks in this process, timed per fix and per file (JSON on stdout)."""
+    """One cold status's checks in this process, timed per fix and per file (JSON on stdout), of the
+    fixmono PYTHONPATH names (before this script's folder: an installed wheel's, bench_status_wheels.py)."""
     start = time.perf_counter()
+    sys.path[:0] = [entry for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry]
     from fixmono.analysis import remembered_status, status as analysis
     from fixmono.apply import contract
     from fixmono.sources.catalogue import listed
@@ -138,6 +138,9 @@ def main() -> int:
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--no-bytecode", action="store_true", help="no .pyc read or written: every run compiles")
     args = p.parse_args()
+    sys.path.insert(0, str(ROOT / "tools"))
+    from fixmono.sources.git import run_git  # every git process goes through the one layer
+
     with tempfile.TemporaryDirectory(prefix="bench-status-") as tmp:
         base = Path(tmp) / "base"
         archive = run_git(ROOT, "archive", args.base, "tools", "fixes", binary=True)
