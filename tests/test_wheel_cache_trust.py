@@ -2,8 +2,10 @@
 member against the central directory's CRC-32 and size, never the wheel's
 sha256: so its members are cached under what was verified (the URL, the
 length and the central directory this run's server answered), the central
-directory is read again on every run, a scratch repository built by ranges
-always says "member-crc", and --full-wheel builds it again from the whole,
+directory is read again whenever an entry is built, another index is
+configured or --refresh asks (a warm call from the same index asks nothing:
+tests/test_warm_upstream.py), a scratch repository built by ranges always
+says "member-crc", and --full-wheel builds it again from the whole,
 sha256-checked wheel.
 
 The lying mirror publishes the genuine wheel's sha256 and serves a copy whose
@@ -118,9 +120,10 @@ def test_a_corrected_mirror_is_read_again_at_the_same_url(tmp_path):
 
 
 @pytest.mark.parametrize("then", ["another server", "the same url corrected"])
-def test_a_lying_read_never_outlives_its_run_while_the_scratch_entry_is_kept(tmp_path, then):
-    """upstreams/ kept: a range-read entry is used again only where this
-    run's server answers the central directory it was read from (one request)."""
+def test_a_lying_read_does_not_outlive_another_index_or_refresh_while_the_scratch_entry_is_kept(tmp_path, then):
+    """upstreams/ kept: a range-read entry is used again only where the answer
+    kept for the configured indexes is the central directory it was read from;
+    another index is asked, and --refresh asks the same one again (one request)."""
     genuine, altered = wheels(tmp_path / "dist")
     lying = lying_index(tmp_path / "lying", genuine, altered)
     cache = tmp_path / "cache"
@@ -129,7 +132,9 @@ def test_a_lying_read_never_outlives_its_run_while_the_scratch_entry_is_kept(tmp
         assert proc.returncode == 0 and status(data) == "already-applied", proc.stderr
         if then == "the same url corrected":
             shutil.copy(genuine, tmp_path / "lying" / "files" / genuine.name)
-            proc, data = make_patch(base, lying, cache)
+            proc, data = make_patch(base, lying, cache)  # a published release does not change: the kept answer
+            assert proc.returncode == 0 and status(data) == "already-applied" and data["runs"][0]["wheel"]["cached"]
+            proc, data = make_patch(base, lying, cache, "--refresh")
     if then == "another server":
         honest = simple_index(tmp_path / "honest", [genuine])
         with nginx(tmp_path / "honest") as (base, log):
@@ -139,7 +144,7 @@ def test_a_lying_read_never_outlives_its_run_while_the_scratch_entry_is_kept(tmp
     assert status(data) == "applied" and not data["runs"][0]["wheel"]["cached"], data["runs"][0]
 
 
-def test_a_kept_range_read_entry_costs_one_request_for_its_directory(tmp_path):
+def test_a_kept_range_read_entry_costs_no_request_and_refresh_one_for_its_directory(tmp_path):
     genuine, _ = wheels(tmp_path / "dist")
     pip_env = simple_index(tmp_path / "www", [genuine])
     cache = tmp_path / "cache"
@@ -148,8 +153,11 @@ def test_a_kept_range_read_entry_costs_one_request_for_its_directory(tmp_path):
         first = len(wheel_requests(log))
         proc, data = make_patch(base, pip_env, cache)
         second = len(wheel_requests(log)) - first
+        again, again_data = make_patch(base, pip_env, cache, "--refresh")
+        third = len(wheel_requests(log)) - first - second
     assert proc.returncode == 0 and data["runs"][0]["wheel"]["cached"], proc.stderr
-    assert second == 1, (first, second)
+    assert again.returncode == 0 and again_data["runs"][0]["wheel"]["cached"], again.stderr
+    assert (second, third) == (0, 1), (first, second, third)
 
 
 def test_unchanged_members_come_from_the_cache_checked_against_this_runs_directory(tmp_path):

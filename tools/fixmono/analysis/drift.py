@@ -70,14 +70,16 @@ def static_patch(project: str, fix: Fix, patches: Path | None) -> Path | None:
 
 
 def cell(fix: Fix, version: str, patches: Path | None, full_wheel: bool = False,
-         extra: frozenset | None = None, history: Source | None = None) -> Cell:
+         extra: frozenset | None = None, history: Source | None = None, refresh: bool = False) -> Cell:
     """`extra`: the repository paths its wheel's scratch repository holds (a
     --diff's paths at every strip level; default: the fix's files); `history`: a
-    repository whose objects may hold a diff's pre-image (drift --history)."""
+    repository whose objects may hold a diff's pre-image (drift --history);
+    `refresh`: the indexes asked again for the release (once a run)."""
     project = PROJECTS[fix.upstream]
     try:
         upstream = open_upstream(f"pip:{project.dist}=={version}", full_wheel=full_wheel,
-                                 extra=extra or frozenset(c.path for c in fix.changes))  # a --diff's files too
+                                 extra=extra or frozenset(c.path for c in fix.changes),  # a --diff's files too
+                                 refresh=refresh)
     except NoPythonFiles as err:  # a meta-package release: it ships no target
         return Cell(version, Status.NOT_APPLICABLE.value, f"{err} (it ships no target)", "n/a")
     (outcome,) = run(upstream, [fix], history=history)
@@ -143,13 +145,14 @@ def parse_versions(specs: list[str], fixes: list[Fix] | None, paths: frozenset =
 
 
 def matrix(fixes: list[Fix], versions: dict[str, list[str]], patches: Path | None, progress=lambda m: None,
-           full_wheel: bool = False, extra: frozenset | None = None, history: Source | None = None) -> dict:
+           full_wheel: bool = False, extra: frozenset | None = None, history: Source | None = None,
+           refresh: bool = False) -> dict:
     rows = {}
     for fix in python_fixes(fixes):
         cells = []
         for v in versions.get(fix.upstream, []):
             progress(f"{fix.id} @ {v}")
-            cells.append(cell(fix, v, patches, full_wheel, extra, history))
+            cells.append(cell(fix, v, patches, full_wheel, extra, history, refresh))
         rows[fix.id] = cells
     return rows
 

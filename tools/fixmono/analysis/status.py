@@ -6,16 +6,25 @@ the backend here, and whether the installed files already contain the fix (the
 fix's presence check run on the installed files, read as text: nothing of the
 upstream package is imported for it). `--run` also runs each reproducer
 (still_needed.check).
+
+A check's answer is remembered (remembered_status.py): a warm status reads and
+hashes the installed files, and loads no fix. Those not remembered are checked
+on every core (a process each, forked once the fixes are loaded), the fixes
+with the most bytes to read first, and a result is not transformed a second
+time (make-patch's fixed-point check: status writes nothing).
 """
 from __future__ import annotations
 
 import dataclasses
+import json
+import signal
+import sys
+import threading
 import time
 from pathlib import Path
 
-from fixmono.analysis import schedule
-from fixmono.analysis.still_needed import check
-from fixmono.apply.run import run
+from fixmono.analysis import remembered_status, schedule
+from fixmono.analysis.remembered_status import Found, Recording
 from fixmono.model.errors import UserError
 from fixmono.model.fix import Fix
 from fixmono.model.outcome import Status
@@ -24,6 +33,7 @@ from fixmono.model.registry import discover
 from fixmono.output.journal import Journal, patch_env_command
 from fixmono.output.progress import step_done
 from fixmono.sources import gpus
+from fixmono.sources.catalogue import listed
 from fixmono.sources.installed import Environment, InstalledFiles
 
 NOT_FIXED, FIXED, NOT_APPLICABLE, FAILED = "not fixed", "already fixed", "not applicable", "failed"  # installed files; still_needed.py says what reproducers find
@@ -47,8 +57,11 @@ def backend(env: Environment) -> dict:
             "detail": f"torch {version} built for {build['name']}; {devices} GPU(s) {how}"}
 
 
-def check_installed(fix: Fix, site: Path | None = None, env: Environment | None = None) -> dict:
-    """The fix's presence check on the installed files (apply.run on them)."""
+def check_installed(fix: Fix, site: Path | None = None, env: Environment | None = None,
+                    compute: bool = True) -> dict | None:
+    """The fix's presence check on the installed files (apply.run on them, or
+    its answer remembered); `compute` False: None where it is not remembered.
+    `fix` may be the catalogue's listing of it (sources/catalogue.Listed)."""
     env = env or Environment.current()
     source = InstalledFiles(PROJECTS[fix.upstream], site, env)
     row = {"fix": fix.id, "project": fix.upstream, "dist": source.dist, "version": source.version,
@@ -61,20 +74,103 @@ def check_installed(fix: Fix, site: Path | None = None, env: Environment | None 
         return {**row, "installed_files": NOT_INSTALLED, "applies": None,
                 "detail": f"{source.dist} is not installed in {env.prefix}"}
     # a C++/test file next to Python ones is never installed: judged on the Python ones
-    shipped = dataclasses.replace(fix, changes=tuple(c for c in fix.changes if paths[c.path]))
-    (outcome,) = run(source, [shipped])
+    outcome = presence(fix, source, tuple(c.path for c in fix.changes if paths[c.path]), compute)
+    if outcome is None:
+        return None
     state = {Status.APPLIED: NOT_FIXED, Status.ALREADY_APPLIED: FIXED,
              Status.NOT_APPLICABLE: NOT_APPLICABLE, Status.FAILED: FAILED}[outcome.status]
     if outcome.status is Status.APPLIED:
         detail = "the fix applies; lacking it: " + ", ".join(
-            str(paths[f.path]) for f in outcome.files if f.status is Status.APPLIED)
+            str(paths[path]) for path, status in outcome.files if status is Status.APPLIED)
     elif outcome.status is Status.ALREADY_APPLIED:
-        detail = "contains the fix: " + ", ".join(str(paths[f.path]) for f in outcome.files)
+        detail = "contains the fix: " + ", ".join(str(paths[path]) for path, _ in outcome.files)
     else:
         detail = outcome.detail
     row = {**row, "installed_files": state, "applies": outcome.status in (Status.APPLIED, Status.ALREADY_APPLIED),
            "detail": detail}
     return with_journal(row, fix, source.site, env) if site is None else row
+
+
+def presence(fix, source: InstalledFiles, shipped: tuple[str, ...], compute: bool = True) -> Found | None:
+    """The fix's check on the files `shipped`: remembered, else run (`compute` False: None)."""
+    digest = remembered_status.key(fix, json.dumps([str(source.site), source.label]), shipped)
+    if digest is not None and (found := remembered_status.recall(digest, source)) is not None:
+        return found
+    if not compute:
+        return None
+    from fixmono.apply.run import run  # the engines: only where a check runs
+
+    fix = fix.load() if hasattr(fix, "load") else fix
+    recording = Recording(source)
+    # a result is not transformed a second time (the fixed-point check): nothing is written here, and the
+    # catalogue's tests check each transformation's fixed point; a quarter of a cold status went to it
+    (outcome,) = run(recording, [dataclasses.replace(fix, changes=tuple(c for c in fix.changes if c.path in shipped))],
+                     fixed_point=False)
+    found = Found.of(outcome)
+    if digest is not None:
+        remembered_status.keep(digest, recording, found)
+    return found
+
+
+_pending: tuple = ()  # (fixes, site, env) for the forked processes of check_all
+
+
+def check_all(fixes: list, site: Path | None, env: Environment) -> list[dict]:
+    """check_installed of every fix: the remembered answers here, the others on
+    every core where there are several (fork, once their fixes are loaded)."""
+    global _pending
+    rows = [check_installed(fix, site, env, compute=False) for fix in fixes]
+    todo = [n for n, row in enumerate(rows) if row is None]
+    jobs = min(len(todo), remembered_status.available_cores())
+    if jobs < 2 or not sys.platform.startswith("linux") or threading.active_count() > 1:  # fork: Linux, no thread
+        return [row if row is not None else check_installed(fix, site, env) for fix, row in zip(fixes, rows)]
+    for n in todo:  # imported here, before the fork: each process has them
+        if hasattr(fixes[n], "load"):
+            fixes[n].load()
+    todo.sort(key=lambda n: -target_bytes(fixes[n], site, env))  # the longest first
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures.process import BrokenProcessPool
+
+    _pending = (fixes, site, env)
+    pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork"), initializer=as_worker)
+    try:
+        for future in as_completed([pool.submit(check_one, n) for n in todo]):
+            n, row = future.result()
+            rows[n] = row
+    except BrokenProcessPool:  # a checker died (killed, out of memory): the rest checked here
+        pass
+    except BaseException:  # Ctrl-C, SIGTERM, an error: no checker outlives the run
+        for process in list((getattr(pool, "_processes", None) or {}).values()):
+            process.terminate()
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+        _pending = ()
+    return [row if row is not None else check_installed(fix, site, env) for fix, row in zip(fixes, rows)]
+
+
+def as_worker() -> None:
+    """A forked checker: stopped by its parent (SIGTERM ends it, Ctrl-C is the parent's to handle)."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def check_one(n: int) -> tuple[int, dict]:
+    fixes, site, env = _pending
+    return n, check_installed(fixes[n], site, env)
+
+
+def target_bytes(fix, site: Path | None, env: Environment) -> int:
+    source = InstalledFiles(PROJECTS[fix.upstream], site, env)
+    total = 0
+    for change in fix.changes:
+        path = source.path(change.path)
+        try:
+            total += path.stat().st_size if path is not None else 0
+        except OSError:
+            pass
+    return total
 
 
 def with_journal(row: dict, fix: Fix, site: Path, env: Environment) -> dict:
@@ -115,14 +211,12 @@ def collect(fixes: list[Fix] | None = None, run_reproducers: bool = False, timeo
     `run_reproducers`, each fix's reproducer run, `jobs` at a time as
     schedule.py orders them (one at a time per GPU here, those that need the
     machine to themselves alone)."""
-    fixes = discover() if fixes is None else fixes
+    fixes = (discover() if run_reproducers else listed()) if fixes is None else fixes  # listed: none loaded
     env = env or Environment.current()
     here = backend(env) if env.here else env.torch_build()
-    rows = []
-    for fix in fixes:
-        row = check_installed(fix, site, env)
+    rows = check_all(fixes, site, env)
+    for fix, row in zip(fixes, rows):
         row["affects_backend_here"] = here["name"] in fix.backends if here["name"] else None
-        rows.append(row)
     if run_reproducers:
         def one(task: schedule.Task, extra: dict[str, str]) -> dict:
             fix = fixes[task.key]
@@ -137,6 +231,13 @@ def collect(fixes: list[Fix] | None = None, run_reproducers: bool = False, timeo
             row["reproducer"] = {"status": found[i]["status"], "detail": found[i]["detail"]}
     return {"python": env.prefix, "python_executable": env.python, "python_version": env.version,
             "backend": here, "fixes": rows}
+
+
+def check(fix: Fix, timeout: float, **kwargs) -> dict:
+    """still_needed.check: the fix's reproducer run (imported only by --run)."""
+    from fixmono.analysis.still_needed import check as reproduce
+
+    return reproduce(fix, timeout, **kwargs)
 
 
 def gpu_slots(env: Environment) -> list[dict[str, str]]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable
 
-from fixmono.engines.uses import unresolved_uses
+from fixmono.apply.remembered_uses import unresolved_uses
 from fixmono.model.errors import NotApplicable, TargetSyntaxError, TransformFailed, Unreadable
 from fixmono.model.fix import FileChange, Fix
 from fixmono.model.outcome import FileOutcome, FixOutcome, Status
@@ -22,12 +22,16 @@ def decode(path: str, data: bytes) -> str:
 BOM = "\ufeff"
 
 
-def apply_change(change: FileChange, text: str, pre_image: tuple[str, str] | None = None) -> FileOutcome:
+def apply_change(change: FileChange, text: str, pre_image: tuple[str, str] | None = None,
+                 fixed_point: bool = True) -> FileOutcome:
     """Apply one file change to `text`, enforcing the match contract. A UTF-8
     byte-order mark is set aside for the transformation and kept. `pre_image`:
-    a diff's (its text, where it was found), for a transform that takes it (engines/three_way.py)."""
+    a diff's (its text, where it was found), for a transform that takes it (engines/three_way.py).
+    `fixed_point` False: the result is not transformed again (check_result), for a caller that asks
+    only whether the fix is there and writes nothing (status: a second parse of the whole result)."""
     if text.startswith(BOM):
-        outcome = apply_change(change, text[len(BOM):], pre_image and (pre_image[0].removeprefix(BOM), pre_image[1]))
+        outcome = apply_change(change, text[len(BOM):], pre_image and (pre_image[0].removeprefix(BOM), pre_image[1]),
+                               fixed_point)
         return outcome if outcome.new_text is None else dataclasses.replace(outcome, new_text=BOM + outcome.new_text)
     path, want = change.path, change.sites
     try:
@@ -44,7 +48,7 @@ def apply_change(change: FileChange, text: str, pre_image: tuple[str, str] | Non
             path, Status.FAILED,
             f"{path}: match contract expects {want} site(s) for {change.transform.description!r}, "
             f"found {result.changed} to change and {result.present} already fixed")
-    problem = check_result(change, result.source)
+    problem = check_result(change, result.source) if fixed_point else None
     if problem:
         return FileOutcome(path, Status.FAILED, f"{path}: {problem}")
     if result.present and (result.added or result.already):  # a partly fixed file: say which parts
@@ -78,12 +82,12 @@ def check_result(change: FileChange, new_text: str) -> str | None:
 def apply_fix(fix: Fix, read: Callable[[str], bytes | None],
               missing: Callable[[str], str] = lambda path: "not in this upstream",
               pre_image: Callable[[str, str | None], tuple[bytes, str] | None] = lambda path, object_id: None,
-              whole_tree: bool = False) -> FixOutcome:
+              whole_tree: bool = False, fixed_point: bool = True) -> FixOutcome:
     """Apply every file change of `fix`; `read(path)` returns None when absent,
     which is reported as `<path>: <missing(path)>`; `pre_image(path, blob id)`:
     the file a diff was made on and where it was found, where it is at hand (apply/run.found_pre_image).
     A diff's result must use only what the tree has (check_uses; `whole_tree`:
-    `read` reads every file)."""
+    `read` reads every file). `fixed_point`: as apply_change's."""
     outcomes, before = [], {}
     for change in fix.changes:
         if hasattr(change.transform, "place"):  # a file the fix adds, deletes or renames: judged by presence
@@ -99,7 +103,7 @@ def apply_fix(fix: Fix, read: Callable[[str], bytes | None],
         except Unreadable as err:
             outcomes.append(FileOutcome(change.path, Status.FAILED, str(err)))
             continue
-        outcomes.append(apply_change(change, text, pre_image_of(change, pre_image)))
+        outcomes.append(apply_change(change, text, pre_image_of(change, pre_image), fixed_point))
         before[change.path] = text
     return summarise(fix, check_uses(fix, tuple(outcomes), before, read, whole_tree))
 
@@ -107,7 +111,7 @@ def apply_fix(fix: Fix, read: Callable[[str], bytes | None],
 def check_uses(fix: Fix, outcomes: tuple[FileOutcome, ...], before: dict[str, str], read,
                whole_tree: bool) -> tuple[FileOutcome, ...]:
     """A diff's applied file fails where its added lines use what the tree lacks
-    (engines/uses.py), the other files read as the fix leaves them. Only a
+    (engines/uses.py, remembered: apply/remembered_uses.py), the other files read as the fix leaves them. Only a
     result that is whole: where a file fails or is missing, that is the answer."""
     if any(f.status not in (Status.APPLIED, Status.ALREADY_APPLIED) for f in outcomes if not f.optional):
         return outcomes

@@ -16,13 +16,14 @@ from fixmono.sources.upstream import Source
 
 def run(source: Source, fixes: list[Fix], validate: bool = False, progress=lambda message: None,
         finished=lambda label, status, seconds: None, base: Source | None = None,
-        history: Source | None = None) -> list[FixOutcome]:
+        history: Source | None = None, fixed_point: bool = True) -> list[FixOutcome]:
     """Apply `fixes` in order; each sees the files as the previous ones left
     them. A fix that reverts an upstream commit goes through git where the
     source has history; `validate` runs each applied fix's behavioural check;
     `base`: the tree a diff was made on (make_patch --base), `history`: a repository
     whose objects may hold its blobs (--history), for a diff's pre-image.
-    `progress(fix id)` as each starts, `finished(...)` as it ends (output/progress.py)."""
+    `progress(fix id)` as each starts, `finished(...)` as it ends (output/progress.py).
+    `fixed_point` False: no result is transformed a second time (contract.apply_change; status)."""
     patched: dict[str, str | None] = {}
 
     def read(path: str) -> bytes | None:
@@ -37,7 +38,7 @@ def run(source: Source, fixes: list[Fix], validate: bool = False, progress=lambd
         try:
             outcome = apply_fix(fix, read, source.missing_file_hint,
                                 lambda path, object_id: found_pre_image(source, path, object_id, history, base),
-                                source.whole_tree)
+                                source.whole_tree, fixed_point)
         except Unreadable as err:
             outcome = FixOutcome(fix, Status.FAILED, str(err))
         if fix.reverts and source.history:

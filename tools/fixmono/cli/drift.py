@@ -56,6 +56,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                                                             "a page per fix) into this folder")
     p.add_argument("--full-wheel", action="store_true",
                    help="download each wheel whole and check its sha256 (default: the target files by range requests)")
+    p.add_argument("--refresh", action="store_true",
+                   help="ask the package indexes again which wheel each release is (default: the answer an earlier "
+                        "run kept, with no request: a published release does not change)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr (--run)")
     behaviour_args = p.add_argument_group("run the bug on each release (behavioural matrix)")
@@ -154,7 +157,7 @@ def over_wheels(args: argparse.Namespace) -> tuple[dict, int]:
             cluster = on_ray.connect(args.ray, args.ray_timeout)
         versions = {project: chosen.get(project) or published_versions(PROJECTS[project].dist, RANGES[project])
                     for project in sorted({f.upstream for f in fixes}) if project in RANGES or project in chosen}
-        rows = matrix(fixes, versions, args.patches, args.progress, args.full_wheel, extra, history)
+        rows = matrix(fixes, versions, args.patches, args.progress, args.full_wheel, extra, history, args.refresh)
         lost = None
         if args.run and args.ray is not None:
             here, elsewhere = on_ray.runnable(fixes)
@@ -219,7 +222,7 @@ def diff_plan(args: argparse.Namespace) -> tuple[list, dict[str, list[str]], fro
     for version in versions:
         try:
             there |= open_upstream(f"pip:{PROJECTS[project].dist}=={version}", args.full_wheel, paths,
-                                   any_project=True).files(paths)
+                                   any_project=True, refresh=args.refresh).files(paths)
         except UserError:  # a release that cannot be read: its cell says why
             continue
     fixes = diff_fixes([resolve_strip(patch, there.__contains__) for patch in patches], project)

@@ -13,7 +13,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from fixmono.analysis.still_needed import check
 from fixmono.engines.port import DiffTransform, diff_fixes
 from fixmono.apply.run import run
 from fixmono.cli.early import exit_quietly
@@ -68,6 +67,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--full-wheel", action="store_true",
                    help="pip: download the whole wheel and check its sha256 (default: read the target files by "
                         "HTTP range requests, each checked against the wheel's CRC-32)")
+    p.add_argument("--refresh", action="store_true",
+                   help="pip: ask the package indexes again which wheel the release is (default: the answer an "
+                        "earlier run kept, with no request: a published release does not change)")
     p.add_argument("--max-target-size", type=float, default=DEFAULT_MAX_TARGET_MIB, metavar="MIB",
                    help=f"refuse target files larger than this (default: {DEFAULT_MAX_TARGET_MIB} MiB)")
     args = p.parse_args(argv)
@@ -78,9 +80,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def select(fixes: list[Fix], args: argparse.Namespace) -> list[Fix]:
+def select(args: argparse.Namespace) -> list[Fix]:
+    """The fixes to run: a --diff's (the catalogue is not loaded), else the catalogue's chosen."""
     if args.diff:
         return fixes_from_diffs(args)
+    fixes = discover()
     if args.all and args.fix_ids:
         raise UserError("give fix ids or --all, not both")
     if args.all:
@@ -104,7 +108,9 @@ def fixes_from_diffs(args: argparse.Namespace) -> list[Fix]:
         raise UserError("--diff ports a patch onto one --upstream (a checkout, pip:NAME==VERSION or a remote)")
     patches = read_patches(args.diff, sys.stdin.buffer, args.strip)
     args.diff_paths = frozenset().union(*(all_paths(patch) for patch in patches))  # at every strip level
-    upstream = open_upstream(args.upstream, full_wheel=args.full_wheel, extra=args.diff_paths, any_project=True)
+    upstream = open_upstream(args.upstream, full_wheel=args.full_wheel, extra=args.diff_paths, any_project=True,
+                             refresh=args.refresh)
+    args.opened = {args.upstream: upstream}  # prepare() runs on it: the wheel is not looked up twice
     there = upstream.files(args.diff_paths)
     return diff_fixes([resolve_strip(patch, there.__contains__) for patch in patches], upstream.project.name)
 
@@ -124,6 +130,10 @@ def check_options(args: argparse.Namespace) -> None:
     if args.branch and (args.upstream == "default" or args.upstream.startswith("pip:") or is_remote(args.upstream)):
         raise UserError("--branch needs a git checkout as --upstream (a remote or wheel upstream has no branch "
                         "of yours to add to)")
+    if args.refresh and args.upstream != "default" and not any(
+            (spec or "").startswith("pip:") for spec in (args.upstream, args.base)):
+        raise UserError("--refresh asks the package indexes again for a pip:NAME==VERSION upstream; "
+                        "--upstream and --base name none")
 
 
 def plan(args: argparse.Namespace, fixes: list[Fix]) -> list[tuple[str, list[Fix]]]:
@@ -141,7 +151,8 @@ def prepare(args: argparse.Namespace, spec: str, group: list[Fix]) -> publish.Jo
     if not spec:  # default mode, project without an obtainable default
         return publish.Job(group)
     extra = args.diff_paths if args.diff else frozenset()
-    upstream = open_upstream(spec, full_wheel=args.full_wheel, extra=extra, any_project=bool(args.diff))
+    upstream = getattr(args, "opened", {}).get(spec) or open_upstream(
+        spec, full_wheel=args.full_wheel, extra=extra, any_project=bool(args.diff), refresh=args.refresh)
     upstream.max_target_bytes = int(args.max_target_size * (1 << 20))
     if not args.all and not args.diff:
         for f in group:
@@ -163,10 +174,10 @@ def prepare(args: argparse.Namespace, spec: str, group: list[Fix]) -> publish.Jo
     return job
 
 
-def open_base(spec: str, paths: frozenset) -> Upstream:
+def open_base(spec: str, paths: frozenset, refresh: bool = False) -> Upstream:
     """--base: opened as an --upstream is, its error messages naming --base."""
     try:
-        return open_upstream(spec, extra=paths, any_project=True)
+        return open_upstream(spec, extra=paths, any_project=True, refresh=refresh)
     except UserError as err:
         raise UserError(str(err).replace("--upstream", "--base", 1)) from None
 
@@ -174,9 +185,9 @@ def open_base(spec: str, paths: frozenset) -> Upstream:
 def execute(args: argparse.Namespace) -> tuple[dict, int]:
     publish.WRITTEN = False  # this run's: main() may run again in one process (tests, a caller's loop)
     check_options(args)
-    fixes = select(discover(), args)
+    fixes = select(args)
     jobs = [prepare(args, spec, group) for spec, group in plan(args, fixes)]  # all before any write
-    base = open_base(args.base, args.diff_paths) if args.base else None
+    base = open_base(args.base, args.diff_paths, args.refresh) if args.base else None
     history = ObjectStore(args.history) if args.history else None
     pause_point("opened")
     progress = args.progress
@@ -252,7 +263,9 @@ def check_upstream(args: argparse.Namespace) -> tuple[dict, int]:
     if args.upstream or args.out or args.branch:
         raise UserError("--check-upstream runs reproducers against the installed libraries: "
                         "it takes no --upstream, --out or --branch")
-    fixes = select(discover(), args)
+    from fixmono.analysis.still_needed import check  # runs reproducers: only this mode needs it
+
+    fixes = select(args)
     return {"check_upstream": [check(fix, args.timeout) for fix in fixes]}, 0
 
 

@@ -15,7 +15,6 @@ from fixmono.cli.early import exit_quietly
 from fixmono.cli.guard import ArgumentParser, run_command
 from fixmono.cli.render import table
 from fixmono.cli.strip import add_strip, check_strip
-from fixmono.engines.port import diff_fixes
 from fixmono.model.errors import UserError
 from fixmono.model.patchfile import read_patches
 from fixmono.model.registry import discover
@@ -76,6 +75,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     if args.diff and args.run:
         raise UserError("--diff has no reproducer to --run")
     check_strip(args)
+    if args.diff:  # the diff engine: only for --diff
+        from fixmono.engines.port import diff_fixes
+
     args.diff_fixes = diff_fixes(read_patches(args.diff, sys.stdin.buffer, args.strip), any_package=True) \
         if args.diff else None
     if not args.timeout > 0:

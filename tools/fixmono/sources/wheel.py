@@ -15,7 +15,18 @@ tampered entry, which is built again, never trusted. Its record of how the
 wheel was read is checked too (PROVENANCE_SHAPE, and "verified" must be what
 that read can verify): a cache entry never reads as better verified than the
 read that made it, and --full-wheel builds a range-read entry again. All of a
-wheel's talk with the indexes is bounded by one deadline (index.Deadline)."""
+wheel's talk with the indexes is bounded by one deadline (index.Deadline).
+
+A pinned release's files do not change once published: what the indexes
+answered for it (resolved.py: the wheel's URL, its published sha256, the
+central directory a range read was verified against) is kept, and an entry is
+used when it was read from that answer, without asking the indexes again (a
+warm call makes no request, and works offline). They are asked again with
+--refresh (once a run for each release), where the pip sources differ from
+those of the kept answer, or where none is kept or it is unreadable; an entry
+not read from the answer they give is built again. So a range read is trusted
+as far as the server that answered it until --refresh (or --full-wheel, which
+checks the whole wheel's sha256)."""
 from __future__ import annotations
 
 import dataclasses
@@ -35,12 +46,13 @@ from urllib.parse import urlparse
 
 from fixmono.model.errors import NoPythonFiles, UserError, one_line
 from fixmono.model.projects import PROJECTS, Project, named, pip_project, runs_on
-from fixmono.model.registry import discover
 from fixmono.model.shapes import SHA256, Maybe, OneOf, parsed
+from fixmono.sources import resolved
 from fixmono.sources.git import clean_env, run_git
 from fixmono.sources.index import (Deadline, Found, basic_auth, find_wheel, last_line, pip_stalled, pip_within,
                                    published_sha256, stalled, without_auth)
 from fixmono.sources.ranged import RangedWheel, RangeNotHonoured
+from fixmono.sources.catalogue import listed
 from fixmono.sources.upstream import Upstream, cache_dir, open_repository
 from fixmono.sources.verify import VerifiedWheel, record_hash, verify_wheel
 
@@ -103,12 +115,14 @@ class WheelUpstream(Upstream):
 
 
 def open_wheel(spec: str, rebuild: bool = False, full: bool = False, extra: frozenset = frozenset(),
-               any_project: bool = False) -> WheelUpstream:
+               any_project: bool = False, refresh: bool = False) -> WheelUpstream:
     """The wheel of `spec` as a scratch repository of the catalogue's targets
     (and the repository paths `extra`: a --diff's files, kept in a cache entry
     of their own so the catalogue's tree and BASE stay the same). With
     `any_project`, a distribution no fix targets is a project of its own (its
-    files under src/ in the repository where the paths `extra` are)."""
+    files under src/ in the repository where the paths `extra` are).
+    `refresh`: the indexes asked again (once a run for each release), not the
+    answer an earlier run kept."""
     match = PIP_SPEC.match(spec)
     if not match:
         raise UserError(f"--upstream {spec}: expected pip:NAME==VERSION")
@@ -122,8 +136,8 @@ def open_wheel(spec: str, rebuild: bool = False, full: bool = False, extra: froz
     upstream = None if rebuild else cached_wheel_repository(path, spec, wanted_members(project, extra))
     if upstream is not None and full and upstream.wheel["read"] == "range":
         upstream = None  # --full-wheel: a partial read does not do
-    if upstream is not None and upstream.wheel["read"] == "range" and not same_directory(project, version, upstream):
-        upstream = None  # the index's wheel is not the one this entry was read from (or cannot be asked): read again
+    if upstream is not None and not read_from_answer(project, version, upstream, refresh):
+        upstream = None  # the indexes' wheel is not the one this entry was read from (or cannot be asked): read again
     if upstream is None:  # missing, damaged, tampered, short of a target, or not read whole: built again
         path = materialise_wheel(project, version, full=full, rebuild=True, extra=extra)
         upstream = cached_wheel_repository(path, spec)
@@ -135,20 +149,65 @@ def open_wheel(spec: str, rebuild: bool = False, full: bool = False, extra: froz
     return upstream
 
 
-def same_directory(project: Project, version: str, upstream: WheelUpstream) -> bool:
-    """Whether the wheel the indexes list now has the central directory (URL,
-    length, bytes) this range-read entry was made from: a partial read is
-    verified only as far as that answer, so a lying server's read never
-    outlives the run that made it. One or two range requests."""
+_refreshed: set[tuple[str, str]] = set()  # the releases whose indexes this run asked again (--refresh)
+
+
+def read_from_answer(project: Project, version: str, upstream: WheelUpstream, refresh: bool = False) -> bool:
+    """Whether the entry was read from the wheel the indexes answer for this
+    release: the answer kept by an earlier run from the same pip sources, or
+    theirs now (`refresh`, or none kept: a range read's central directory,
+    one or two range requests)."""
+    key = (project.dist, version)
+    refresh = refresh and key not in _refreshed
+    sources_id = resolved.identity(refresh)
+    record = None if refresh else resolved.recorded(project.dist, version, sources_id)
+    if record is not None and made_from(record, upstream.wheel):
+        return True
+    # none kept, --refresh, or a kept answer this entry was not read from: the indexes asked
+    _refreshed.add(key)
+    record = resolve(project, version, sources_id)
+    return record is not None and made_from(record, upstream.wheel)
+
+
+def made_from(record: dict, wheel: dict) -> bool:
+    """Whether an entry's read (`wheel`, its provenance) is of the wheel `record` names."""
+    if wheel["read"] == "range":  # verified only as far as that central directory: the same one
+        return record["directory"] is not None and record["directory"] == wheel.get("directory")
+    if wheel["read"] == "local-file":  # a folder's file may be replaced under the same name: its sha256
+        return record["file_sha256"] is not None and record["file_sha256"] == wheel["sha256"]
+    return record["filename"] == wheel["name"] and record["sha256"] == wheel["published_sha256"]
+
+
+def resolve(project: Project, version: str, sources_id: str) -> dict | None:
+    """The indexes' answer for the release now, kept for later runs (None: none
+    lists it, or none could be asked): its wheel, the sha256 they publish, and
+    for an HTTP(S) wheel the central directory it serves (RangedWheel.key)."""
     found, _ = find_wheel(project.dist, version)
-    if found is None or not found.url.startswith(("http://", "https://")):
-        return False
-    reader = RangedWheel(without_auth(found.url), found.sha256, None, basic_auth(found.url))
+    if found is None:
+        return None
+    directory = file_sha256 = None
+    if found.url.startswith(("http://", "https://")):
+        reader = RangedWheel(without_auth(found.url), found.sha256, None, basic_auth(found.url))
+        try:
+            reader.entries()
+            directory = reader.key
+        except RangeNotHonoured:
+            pass
+    elif found.url.startswith("file:"):
+        file_sha256 = file_digest(Path(urllib.request.url2pathname(urlparse(found.url).path)))
+    return resolved.keep(project.dist, version, sources_id, found.filename, without_auth(found.url), found.sha256,
+                         directory, file_sha256)
+
+
+def file_digest(path: Path) -> str | None:
+    digest = hashlib.sha256()
     try:
-        reader.entries()
-    except RangeNotHonoured:
-        return False
-    return reader.key == upstream.wheel.get("directory")
+        with open(path, "rb") as f:
+            while block := f.read(1 << 20):
+                digest.update(block)
+    except OSError:
+        return None
+    return digest.hexdigest()
 
 
 def scratch_path(project: Project, version: str, extra: frozenset = frozenset()) -> Path:
@@ -160,7 +219,7 @@ def scratch_path(project: Project, version: str, extra: frozenset = frozenset())
 
 def catalogue_paths(project: Project) -> set[str]:
     """The repository paths the catalogue's fixes for `project` target, and its markers."""
-    return {c.path for f in discover() if runs_on(f.upstream, project) for c in f.changes} | set(project.markers)
+    return {c.path for f in listed() if runs_on(f.upstream, project) for c in f.changes} | set(project.markers)
 
 
 def wanted_members(project: Project, extra: frozenset = frozenset()) -> set[str]:
@@ -227,6 +286,10 @@ def materialise_wheel(project: Project, version: str, full: bool = True, rebuild
         commit_tree(work, f"{project.dist} {version}\n\n"
                           "Python files of the published wheel, materialised by make_patch.")
         provenance = {"wheel": wheel, "members": members, "names": wheel.pop("names", None)}
+        # what the indexes answered, kept: later runs use this entry without asking them (read_from_answer)
+        resolved.keep(project.dist, version, resolved.identity(), wheel["name"],
+                      without_auth(found.url) if found else None, wheel["published_sha256"], wheel.get("directory"),
+                      wheel["sha256"] if wheel["read"] == "local-file" else None)
         (work / ".git" / PROVENANCE).write_text(json.dumps(provenance, indent=1, sort_keys=True), encoding="utf-8")
         if rebuild:
             shutil.rmtree(final, ignore_errors=True)
