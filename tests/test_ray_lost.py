@@ -54,7 +54,7 @@ DRIVER = textwrap.dedent("""
     from fixmono.analysis.drift import Cell
     from fixmono.cli.early import exit_quietly, interrupt_before_start
 
-    def matrix(fixes, versions, patches, progress=None, full_wheel=False, extra=None):
+    def matrix(fixes, versions, patches, *rest):  # the static step, replaced: whatever else drift passes it
         gate = os.environ.get("STATIC_GATE")
         if gate:
             Path(gate + ".started").touch()
