@@ -250,6 +250,18 @@ def middle():
 
 def far_away(path):
     return os.path.join(path, "x")
+
+
+def opened(
+    path,
+    mode,
+):
+    full = path
+    full = full.strip()
+    full = full.lower()
+    full = full.upper()
+    full = full.strip()
+    return open(full, mode)
 ''' + "".join(f"\n\ndef filler{n}():\n    return {n}\n" for n in range(12))
 
 
@@ -258,10 +270,12 @@ def far_away(path):
     (("LIMIT = 3\n", ""), "LIMIT"),  # read in the function the hunk shows
     (("import sys\n", ""), None),  # read nowhere: the removal is fine
     (("    return 0\n", "    return 1\n"), None),  # no binding removed
+    (("    mode,\n", ""), "mode"),  # an argument of a signature over lines, read further down its def
 ])
 def test_a_binding_the_diff_removes_must_not_be_read_elsewhere(tmp_path, edit, lost):
     """Reads outside the hunks are checked where the diff removes a binding: every def whose text names
-    what the removed lines name is walked, far from the hunks too (the defs the check leaves out name none)."""
+    what the removed lines may bind is walked, far from the hunks too (the defs the check leaves out name
+    none of them)."""
     after = LOST.replace(*edit, 1)
     change, result = outcome(git_diff(LOST, after, tmp_path), LOST)
     if lost is None:

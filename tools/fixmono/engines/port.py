@@ -433,8 +433,7 @@ class DiffTransform:
             except SyntaxError as err:
                 raise TransformFailed(f"the result does not parse (line {err.lineno}: {err.msg})") from None
             check_result(lambda: ast.parse(source), tree, new, scopes.added(), scopes.shown(), self.path,
-                         {name for hunk in changed for kind, text in hunk.lines if kind == "-"
-                          for name in three_way.NAME.findall(text)})
+                         bound_by([text for hunk in changed for kind, text in hunk.lines if kind == "-"]))
             scopes_of(Scopes, new, tree)  # the presence check reads the result next
         if changed and self.engine == "cpp" and (after := scopes_of(CppScopes, new).errors) > errors:
             raise TransformFailed(f"the result would add parse errors ({errors} -> {after}); refusing it")
@@ -1287,6 +1286,29 @@ def scope_names(scope: ast.AST) -> dict[str, set[int]]:
     return names
 
 
+def bound_by(lines: list[str]) -> set[str]:
+    """The names the lines may bind: each read as a statement (a header given a body) where it is one,
+    else every name on it but those after a dot (part of a longer statement: it may bind any of them);
+    a line of names alone (`a,`: an argument or target of a statement over lines) may bind each."""
+    names: set[str] = set()
+    for line in lines:
+        text = line.strip()
+        for attempt in (text, text + "\n    pass"):
+            try:
+                tree = ast.parse(attempt)
+            except (SyntaxError, ValueError):
+                continue
+            names |= {name for node in ast.walk(tree) for name in binds(node)}
+            if len(tree.body) == 1 and isinstance(tree.body[0], ast.Expr) and all(
+                    isinstance(n, (ast.Name, ast.Tuple, ast.List, ast.Starred, ast.expr_context))
+                    for n in ast.walk(tree.body[0].value)):
+                names |= {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+            break
+        else:
+            names |= set(three_way.NAME.findall(re.sub(r"\.\s*\w+", "", text)))
+    return names
+
+
 def check_no_second_definition(tree: ast.AST, added_rows: list[int], path: str) -> None:
     """A def or class the diff adds must not name one already defined beside it by
     lines it does not add: its function is there in another form (moved,
@@ -1371,8 +1393,9 @@ def check_result(before, after: ast.AST, text: str, added_rows: list[int], shown
       removes (a module global, an import) may still be read by code of this
       release it does not show (within its hunks, the diff's author saw it);
     - no def or class is defined twice (check_no_second_definition).
-    `removed_names`: the names on the lines the diff removes; a def or class with no added line and none
-    of them in its text is not walked (nothing there can read a name the diff added or unbound)."""
+    `removed_names`: the names the lines the diff removes may bind (bound_by); a def or class with no
+    added line and none of them in its text is not walked (nothing there can read a name the diff added
+    or unbound)."""
     lines = text.split("\n")
     if any(DEF.match(lines[r]) for r in added_rows if r < len(lines)):
         check_no_second_definition(after, added_rows, path)
