@@ -29,6 +29,7 @@ import builtins
 import dataclasses
 import difflib
 import functools
+import keyword
 import re
 from collections import Counter
 from pathlib import Path
@@ -1286,6 +1287,10 @@ def scope_names(scope: ast.AST) -> dict[str, set[int]]:
     return names
 
 
+NAMES_ONLY = re.compile(r"[\w\s,*()\[\]]*")
+MAY_BIND = re.compile(r"(?<![=!<>])=(?!=)|:=|\b(?:for|import|def|class|as|except|global|nonlocal|del|with|lambda|match|case)\b")
+
+
 def bound_by(lines: list[str]) -> set[str]:
     """The names the lines may bind: each read as a statement (a header given a body) where it is one,
     else every name on it but those after a dot (part of a longer statement: it may bind any of them);
@@ -1293,6 +1298,11 @@ def bound_by(lines: list[str]) -> set[str]:
     names: set[str] = set()
     for line in lines:
         text = line.strip()
+        if NAMES_ONLY.fullmatch(text):  # `a,` `*rest,` `(x, y)`: may be targets or arguments over lines
+            names |= {name for name in three_way.NAME.findall(text) if not keyword.iskeyword(name)}
+            continue
+        if not MAY_BIND.search(text):  # no `=`, no binding keyword: binds nothing, parsed or not
+            continue
         for attempt in (text, text + "\n    pass"):
             try:
                 tree = ast.parse(attempt)
