@@ -122,9 +122,10 @@ def finished_order(err: str) -> list[str]:
 
 
 def test_cpu_reproducers_run_up_to_n_at_once_and_the_table_keeps_the_fix_order(tmp_path, log, monkeypatch, capsys):
-    """c1 ends only once c2 has ended (so they ran at once, and finished out of order); c3 and c4
-    wait until 2 of the others started. --jobs 2: never more than 2 at once, each with cores/2 threads."""
-    fixes = [made_up(tmp_path, "c1", waits=("c2.end",)), made_up(tmp_path, "c2"),
+    """c1 ends only once c2 has ended and c2 only once c1 has started (so they ran at once, whichever
+    interpreter started first on a loaded machine, and finished out of order); c3 and c4 wait until 2 of
+    the others started. --jobs 2: never more than 2 at once, each with cores/2 threads."""
+    fixes = [made_up(tmp_path, "c1", waits=("c2.end",)), made_up(tmp_path, "c2", waits=("c1.start",)),
              made_up(tmp_path, "c3", waits=("c1.start", "c2.start")), made_up(tmp_path, "c4", waits=("c3.start",))]
     code, report, err = run_status(monkeypatch, capsys, fixes, "--jobs", "2")
     assert code == 0, err
