@@ -48,6 +48,7 @@ REPRO = textwrap.dedent("""\
             if time.monotonic() > deadline:
                 return ReproResult(Verdict.SKIPPED, "gave up waiting for " + ", ".join({waits!r}))
             time.sleep(0.02)
+        time.sleep({linger})  # once its waits are there: the process that wrote them has time to exit first
         (LOG / "{name}.end").write_text(repr(time.monotonic()))
         return ReproResult(Verdict.REPRODUCED, json.dumps(seen))
 
@@ -62,14 +63,15 @@ class NoTransform:
 
 
 def made_up(root: Path, name: str, needs: str = "cpu", alone: bool = False, waits: tuple[str, ...] = (),
-            patience: float = 120.0) -> Fix:
+            patience: float = 120.0, linger: float = 0.0) -> Fix:
     """A fix whose reproducer records its interval in $FIXMONO_TEST_JOBS_LOG, ending once the files
     `waits` are there (or after `patience` seconds, skipped). Its target is a C++ file: status reads
     nothing installed for it."""
     package = f"made_up_jobs_{name}"
     (root / package).mkdir(parents=True)
     (root / package / "__init__.py").write_text("")
-    (root / package / "repro.py").write_text(REPRO.format(name=name, waits=list(waits), patience=patience))
+    (root / package / "repro.py").write_text(REPRO.format(name=name, waits=list(waits), patience=patience,
+                                                          linger=linger))
     return Fix(id=f"made-up-{name}", title=name, upstream="transformers", description=name,
                dep3=Dep3(origin="other", last_update="2026-11-27"), backends=(needs,),
                changes=(FileChange("csrc/made_up.cpp", NoTransform()),), reproduce=lambda: None,
@@ -122,10 +124,11 @@ def finished_order(err: str) -> list[str]:
 
 
 def test_cpu_reproducers_run_up_to_n_at_once_and_the_table_keeps_the_fix_order(tmp_path, log, monkeypatch, capsys):
-    """c1 ends only once c2 has ended and c2 only once c1 has started (so they ran at once, whichever
-    interpreter started first on a loaded machine, and finished out of order); c3 and c4 wait until 2 of
-    the others started. --jobs 2: never more than 2 at once, each with cores/2 threads."""
-    fixes = [made_up(tmp_path, "c1", waits=("c2.end",)), made_up(tmp_path, "c2", waits=("c1.start",)),
+    """c1 ends 2 s after c2 has ended and c2 only once c1 has started (so they ran at once, whichever
+    interpreter started first on a loaded machine, and finished out of order: c2's process has exited
+    first); c3 and c4 wait until 2 of the others started. --jobs 2: never more than 2 at once, each with
+    cores/2 threads."""
+    fixes = [made_up(tmp_path, "c1", waits=("c2.end",), linger=2.0), made_up(tmp_path, "c2", waits=("c1.start",)),
              made_up(tmp_path, "c3", waits=("c1.start", "c2.start")), made_up(tmp_path, "c4", waits=("c3.start",))]
     code, report, err = run_status(monkeypatch, capsys, fixes, "--jobs", "2")
     assert code == 0, err

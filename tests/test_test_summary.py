@@ -1,6 +1,8 @@
 """The `N passed, N failed` line CI reads is counted from JUnit files."""
 import io
+import re
 import sys
+from pathlib import Path
 
 import test_summary
 
@@ -87,3 +89,12 @@ def test_the_ten_slowest_targets_of_the_run_are_named_before_the_counts(tmp_path
     assert slow == ("ten slowest targets this run (of 12 run, 78 s in all): " +
                     ", ".join(f"//a:t{n} {n + 1} s" for n in range(11, 1, -1)))
     assert out[-1] == "13 passed, 0 failed" and code == 0
+
+
+def test_every_test_file_is_a_target_the_suite_runs():
+    """A tests/test_*.py no `pytest_test` names would pass unseen: the suite (bazel test //tests/...) runs
+    only declared targets (test_structure.py was missing once)."""
+    here = Path(__file__).resolve().parent
+    build = (here / "BUILD.bazel").read_text()
+    declared = set(re.findall(r'"(test_\w+\.py)"', build))
+    assert sorted(p.name for p in here.glob("test_*.py") if p.name not in declared) == []
