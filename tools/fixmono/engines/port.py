@@ -368,15 +368,16 @@ class DiffTransform:
                           lambda text: self._rewrite(text, pre_image, found_in))
 
     def _rewrite(self, source: str, pre_image: str | None = None, found_in: str = "") -> Rewrite:
+        aligned: dict[str, str] = {}  # the evidence the port's alignment gave, not worked out twice
         try:
-            return self._port(source, pre_image, found_in)
+            return self._port(source, pre_image, found_in, aligned)
         except (TransformFailed, NotApplicable) as err:  # say why the pre-image did not place it either
             if pre_image is None or "pre-image (" in str(err):  # evidence given already
                 raise
-            _, evidence = self.through_pre_image(source, pre_image, False, found_in)
+            evidence = aligned.get("evidence") or self.through_pre_image(source, pre_image, False, found_in)[1]
             raise type(err)(f"{err} ({evidence})") from None
 
-    def _port(self, source: str, pre_image: str | None, found_in: str = "") -> Rewrite:
+    def _port(self, source: str, pre_image: str | None, found_in: str = "", aligned: dict | None = None) -> Rewrite:
         python = self.engine == "python"
         scopes = errors = None
         if python:
@@ -393,6 +394,8 @@ class DiffTransform:
         # or between places of the scope the diff names, at exactly the line it names (place())
         is_pre_image = self.old_blob is not None and blob_id(source).startswith(self.old_blob)
         planned, evidence = self.through_pre_image(source, pre_image, is_pre_image, found_in)
+        if aligned is not None and not is_pre_image:
+            aligned["evidence"] = evidence
         if planned == three_way.PRESENT:  # each change stands where the pre-image has its lines, as the diff makes it
             return Rewrite(source, 0, len(self.hunks), (), tuple(h.label for h in self.hunks), evidence)
         anchored = is_pre_image
