@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Callable
 
 from fixmono.engines import uses
-from fixmono.engines.remembered import enabled, save
+from fixmono.engines.remembered import enabled
 from fixmono.model.errors import UserError
 from fixmono.model.shapes import SHA256, Maybe, parsed
+from fixmono.sources.cache_files import save
 from fixmono.sources.upstream import cache_dir
 
 FORMAT = 1

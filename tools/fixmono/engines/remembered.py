@@ -23,6 +23,7 @@ from typing import Callable
 
 from fixmono.model.errors import NotApplicable, TargetSyntaxError, TransformFailed
 from fixmono.model.fix import Rewrite
+from fixmono.sources.cache_files import save
 from fixmono.sources.upstream import cache_dir
 
 FORMAT = 1
@@ -105,14 +106,3 @@ def load(entry: Path) -> Rewrite | None:
                        tuple(data["already"]), data.get("evidence", ""))
     except (OSError, ValueError, KeyError, TypeError):
         return None
-
-
-def save(entry: Path, data: dict) -> None:
-    """Written whole or not at all; a cache that cannot be written is no error."""
-    try:
-        entry.parent.mkdir(parents=True, exist_ok=True)
-        tmp = entry.with_name(f".{entry.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(data), encoding="utf-8")
-        tmp.replace(entry)
-    except OSError:
-        pass
