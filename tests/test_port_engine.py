@@ -284,6 +284,62 @@ def test_a_binding_the_diff_removes_must_not_be_read_elsewhere(tmp_path, edit, l
         assert result.status is Status.FAILED and f"`{lost}` is read" in result.detail, result.detail
 
 
+FAR = """import os
+
+STEP = 2
+WIDTH = 4
+
+
+def near():
+    return 0
+""" + "".join(f"\n\ndef filler{n}():\n    return {n}\n" for n in range(12)) + """
+
+def stepped(STEP=STEP):
+    return STEP
+
+
+def own(WIDTH):
+    return WIDTH * 2
+
+
+def counted(items):
+    if (n := len(items)):
+        return n
+    return 0
+"""
+
+
+@pytest.mark.parametrize("edit, lost", [
+    (("STEP = 2\n", ""), "STEP"),  # a default far below reads it where the def is defined, not in the def
+    (("WIDTH = 4\n", ""), None),  # a def far below reads only its own argument of that name
+])
+def test_a_removed_binding_is_looked_for_in_defaults_not_in_a_defs_own_arguments(tmp_path, edit, lost):
+    """The defs check_result leaves out: one whose body names a removed binding only as its own argument
+    (every read there is bound); never one whose decorators or defaults read it (they are read outside)."""
+    after = FAR.replace(*edit)
+    change, result = outcome(git_diff(FAR, after, tmp_path), FAR)
+    if lost is None:
+        assert result.status is Status.APPLIED and result.new_text == after, result.detail
+    else:
+        assert result.status is Status.FAILED and f"`{lost}` is read" in result.detail, result.detail
+
+
+@pytest.mark.parametrize("added, ok", [
+    ("        total = n + 1\n", True),  # `n` bound by `:=` on the unchanged line above
+    ("        total = m + 1\n", False),
+    ("        total = sum(k for k in items) + k\n", True),  # a comprehension's name: taken as bound (lenient)
+])
+def test_a_walrus_on_an_unchanged_line_binds_for_the_added_lines(tmp_path, added, ok):
+    """The names of a scope are read from its statements' targets and from the expressions that hold
+    `:=` or a comprehension (the others bind nothing and are not walked): the walrus is still found."""
+    after = FAR.replace("        return n\n", added + "        return total\n")
+    change, result = outcome(git_diff(FAR, after, tmp_path), FAR)
+    if ok:
+        assert result.status is Status.APPLIED and result.new_text == after, result.detail
+    else:
+        assert result.status is Status.FAILED and "`m`" in result.detail, result.detail
+
+
 @pytest.mark.parametrize("signature, ok", [
     ("    def other(self, width: int) -> int:\n", True),  # builtins
     ("    def other(self, width: os.PathLike) -> int:\n", True),  # an import of the module

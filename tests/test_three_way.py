@@ -237,3 +237,47 @@ def test_a_release_that_has_the_fix_already_is_already_applied_with_the_pre_imag
                                                                          "        if not data:\n", 1))
     result = port(patch, repo)
     assert result["status"] == "already-applied", result
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_the_alignment_pairs_equal_lines_in_order_and_keeps_every_unique_common_line(seed):
+    """aligned() (patience anchors, difflib between them): every pair is two equal lines, both sides in
+    increasing order; a line found once in each file and in the same order as the rest is paired; where one
+    side is the other with lines inserted, every line of the shorter is paired."""
+    import random
+    rng = random.Random(seed)
+    pool = [f"    line{n}\n" for n in range(rng.randint(2, 40))] + ["\n", "    )\n", "    return x\n"]
+    pre = [rng.choice(pool) for _ in range(rng.randint(0, 200))]
+    target = list(pre)
+    for _ in range(rng.randint(0, 12)):
+        at = rng.randint(0, len(target))
+        if rng.random() < 0.2 and len(target) > 4:  # a block moved elsewhere
+            start = rng.randrange(len(target) - 2)
+            block = target[start:start + rng.randint(1, 3)]
+            del target[start:start + len(block)]
+            target[at % (len(target) + 1):at % (len(target) + 1)] = block
+        elif rng.random() < 0.5 and target:
+            del target[min(at, len(target) - 1)]
+        else:
+            target.insert(at, rng.choice(pool + [f"    new{rng.random()}\n"]))
+    pairs = sorted(three_way.aligned(pre, target).items())
+    assert all(pre[a] == target[b] for a, b in pairs)
+    assert all(a2 > a1 and b2 > b1 for (a1, b1), (a2, b2) in zip(pairs, pairs[1:]))
+    grown = list(pre)
+    for _ in range(rng.randint(1, 12)):
+        grown.insert(rng.randint(0, len(grown)), rng.choice(pool))
+    assert sorted(three_way.aligned(pre, grown)) == list(range(len(pre)))  # nothing of pre left out
+
+
+def test_the_alignment_anchors_on_lines_found_once_not_on_the_longest_run_of_common_ones():
+    """A def moved down past a block of blank and bracket lines: the unique lines (the defs' own) decide,
+    not the runs of lines every def has."""
+    common = ["\n", "    )\n", "\n"]
+    pre = ["def a():\n", "    return 1\n", *common, "def b():\n", "    return 2\n", *common]
+    target = ["def b():\n", "    return 2\n", *common, "def a():\n", "    return 1\n", *common]
+    pairs = three_way.aligned(pre, target)
+    assert all(pre[a] == target[b] for a, b in pairs.items())
+    ordered = sorted(pairs.items())
+    assert all(a2 > a1 and b2 > b1 for (a1, b1), (a2, b2) in zip(ordered, ordered[1:]))
+    assert pairs.get(0) == 5 or pairs.get(5) == 0  # one of the two defs is paired with itself, its lines together
+    assert (pairs.get(0) == 5) == (pairs.get(1) == 6) and (pairs.get(5) == 0) == (pairs.get(6) == 1)

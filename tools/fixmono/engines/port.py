@@ -34,7 +34,7 @@ import re
 from collections import Counter
 from pathlib import Path
 
-from fixmono.engines import structure, three_way
+from fixmono.engines import structure, three_way, trees
 from fixmono.engines.structure import without_trailing_commas
 from fixmono.engines.remembered import diff_code, remembered
 from fixmono.model.errors import NotApplicable, TargetSyntaxError, TransformFailed
@@ -110,15 +110,14 @@ class Scopes:
     def __init__(self, source: str, tree: ast.AST | None = None):
         """`tree`: the source's, where it is parsed already (the tree is not kept: it is the most memory)."""
         try:
-            tree = ast.parse(source) if tree is None else tree
+            tree = trees.parse(source) if tree is None else tree
         except (SyntaxError, ValueError) as err:
             where = f" at line {err.lineno}" if getattr(err, "lineno", None) else ""
             raise TargetSyntaxError(f"Python syntax error{where}: {getattr(err, 'msg', err)}") from None
-        self.spans = [(n.lineno, n.end_lineno, n.name) for n in statements(tree)
-                      if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+        defs = [n for n in statements(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+        self.spans = [(n.lineno, n.end_lineno, n.name) for n in defs]
         self.names = {name for _, _, name in self.spans}
-        self.functions = [(n.lineno, n.end_lineno, n.name) for n in statements(tree)
-                          if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        self.functions = [(n.lineno, n.end_lineno, n.name) for n in defs if not isinstance(n, ast.ClassDef)]
         self.chains = Chains(self.spans)
 
     norm = staticmethod(norm)
@@ -370,7 +369,8 @@ class DiffTransform:
     def _rewrite(self, source: str, pre_image: str | None = None, found_in: str = "") -> Rewrite:
         aligned: dict[str, str] = {}  # the evidence the port's alignment gave, not worked out twice
         try:
-            return self._port(source, pre_image, found_in, aligned)
+            with trees.gc_paused():
+                return self._port(source, pre_image, found_in, aligned)
         except (TransformFailed, NotApplicable) as err:  # say why the pre-image did not place it either
             if pre_image is None or "pre-image (" in str(err):  # evidence given already
                 raise
@@ -433,10 +433,10 @@ class DiffTransform:
         check_edit(source, new, changed)
         if changed and python:
             try:
-                tree = ast.parse(new)
+                tree = trees.parse(new)
             except SyntaxError as err:
                 raise TransformFailed(f"the result does not parse (line {err.lineno}: {err.msg})") from None
-            check_result(lambda: ast.parse(source), tree, new, scopes.added(), scopes.shown(), self.path,
+            check_result(lambda: trees.parse(source), tree, new, scopes.added(), scopes.shown(), self.path,
                          bound_by([text for hunk in changed for kind, text in hunk.lines if kind == "-"]))
             scopes_of(Scopes, new, tree)  # the presence check reads the result next
         if changed and self.engine == "cpp" and (after := scopes_of(CppScopes, new).errors) > errors:
@@ -477,7 +477,15 @@ def check_edit(source: str, new: str, hunks: list[Hunk]) -> None:
     def count(lines) -> Counter:
         return Counter(stripped for line in lines if (stripped := line.strip()))
 
-    before, after = count(lines_of(source)), count(lines_of(new))
+    old_lines, new_lines = lines_of(source), lines_of(new)
+    head = 0  # the lines both share at the start and the end count the same on both sides: left out
+    while head < min(len(old_lines), len(new_lines)) and old_lines[head] == new_lines[head]:
+        head += 1
+    tail = 0
+    while tail < min(len(old_lines), len(new_lines)) - head and old_lines[-1 - tail] == new_lines[-1 - tail]:
+        tail += 1
+    before = count(old_lines[head:len(old_lines) - tail])
+    after = count(new_lines[head:len(new_lines) - tail])
     net = Counter()
     for hunk in hunks:
         net.update(count(t for k, t in hunk.lines if k == "+"))
@@ -1267,10 +1275,12 @@ def children(node: ast.AST):
             yield value
 
 
-def scope_names(scope: ast.AST) -> dict[str, set[int]]:
+def scope_names(scope: ast.AST, quiet=None) -> dict[str, set[int]]:
     """The names bound in one scope, each with the lines binding it: its own
     statements, not those of the functions and classes inside it (their names,
-    and a function's arguments, are)."""
+    and a function's arguments, are). `quiet(first line, last line)`: True where
+    those lines hold no `:=` and no `for`, so that an expression there that is
+    not a target binds nothing (it is not walked: most of a scope's nodes)."""
     names: dict[str, set[int]] = {}
     todo = [scope]
     while todo:
@@ -1283,6 +1293,9 @@ def scope_names(scope: ast.AST) -> dict[str, set[int]]:
                     names.setdefault(getattr(target, "id", ""), set()).add(0)
             if isinstance(child, (*FUNCTIONS, ast.ClassDef)):
                 continue  # its body is a scope of its own
+            if quiet is not None and isinstance(child, ast.expr) and not isinstance(
+                    getattr(child, "ctx", None), (ast.Store, ast.Del)) and quiet(child.lineno, child.end_lineno):
+                continue
             todo.append(child)
     if isinstance(scope, FUNCTIONS):
         for arg in (a for a in ast.walk(scope.args) if isinstance(a, ast.arg)):
@@ -1319,7 +1332,7 @@ def bound_by(lines: list[str]) -> set[str]:
             break
         else:
             names |= set(three_way.NAME.findall(re.sub(r"\.\s*\w+", "", text)))
-    return names
+    return {name for name in names if not keyword.iskeyword(name)}  # `for`, `None`: never bound
 
 
 def check_no_second_definition(tree: ast.AST, added_rows: list[int], path: str) -> None:
@@ -1327,14 +1340,18 @@ def check_no_second_definition(tree: ast.AST, added_rows: list[int], path: str) 
     lines it does not add: its function is there in another form (moved,
     reformatted), and a second definition would silently replace the first.
     Property setters, overloads and `_` are not second definitions."""
-    rows = {r + 1 for r in added_rows}
+    rows, sorted_rows = {r + 1 for r in added_rows}, sorted(r + 1 for r in added_rows)
 
     def alternative(node) -> bool:
         return node.name == "_" or any(
             isinstance(d, ast.Attribute) and d.attr in ("setter", "getter", "deleter", "register")
             or "overload" in ast.unparse(d) for d in node.decorator_list)
 
-    for parent in ast.walk(tree):
+    todo = [tree]
+    while todo:  # the blocks that hold an added line (a def elsewhere is not beside one the diff adds)
+        parent = todo.pop()
+        todo.extend(node for node in children(parent) if isinstance(node, ast.match_case) or (
+            isinstance(node, (ast.stmt, ast.excepthandler)) and holds(node, sorted_rows)))
         for field in ("body", "orelse", "finalbody"):
             body = getattr(parent, field, None)
             if not isinstance(body, list):
@@ -1349,15 +1366,26 @@ def check_no_second_definition(tree: ast.AST, added_rows: list[int], path: str) 
                                           "refusing to define it twice")
 
 
-def name_reads(tree: ast.AST, on_read, walked=None) -> None:
+def holds(node: ast.AST, rows: list[int]) -> bool:
+    """One of the (sorted) `rows` is a line of the node (a def's decorators too)."""
+    return spans(rows, min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", ())]), node.end_lineno)
+
+
+def spans(rows: list[int], first: int, last: int) -> bool:
+    """One of the sorted `rows` is in first..last."""
+    at = bisect.bisect_left(rows, first)
+    return at < len(rows) and rows[at] <= last
+
+
+def name_reads(tree: ast.AST, on_read, walked=None, quiet=None) -> None:
     """Call on_read(name node, the scopes it sees) for every name read in `tree`:
     its function and the enclosing ones (innermost last), the module; a class
     body's names seen in that body, not in its methods, as Python has it. A
     function's decorators, defaults and annotations are read where it is defined.
-    `walked(first line, last line)`: False for a def or class to leave out, whole."""
+    `walked(node)`: False for a statement (or lambda) to leave out, whole; the scopes around what is
+    walked are still read whole (a name is bound anywhere in its scope). `quiet`: as scope_names takes it."""
     def visit(node: ast.AST, scopes: list[dict], own: dict | None = None) -> None:
-        if walked is not None and isinstance(node, (*FUNCTIONS, ast.ClassDef)) and not walked(
-                min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])]), node.end_lineno):
+        if walked is not None and isinstance(node, (ast.stmt, ast.Lambda)) and not walked(node):
             return
         here = scopes + [own] if own else scopes
         if isinstance(node, FUNCTIONS):
@@ -1367,22 +1395,23 @@ def name_reads(tree: ast.AST, on_read, walked=None) -> None:
             for part in [*getattr(node, "decorator_list", []), *a.defaults, *(d for d in a.kw_defaults if d is not None),
                          *annotations, *([node.returns] if getattr(node, "returns", None) is not None else [])]:
                 visit(part, here)
-            inner = scopes + [scope_names(node)]
+            inner = scopes + [scope_names(node, quiet)]
             for part in node.body if isinstance(node.body, list) else [node.body]:
                 visit(part, inner)
             return
         if isinstance(node, ast.ClassDef):
             for part in [*node.decorator_list, *node.bases, *node.keywords]:
                 visit(part, here)
+            names = scope_names(node, quiet)
             for part in node.body:
-                visit(part, scopes, scope_names(node))
+                visit(part, scopes, names)
             return
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
             on_read(node, here)
         for child in children(node):
             visit(child, scopes, own)
 
-    visit(tree, [scope_names(tree)])
+    visit(tree, [scope_names(tree, quiet)])
 
 
 def star_import(source: str, tree: ast.AST) -> bool:
@@ -1432,15 +1461,16 @@ def check_result(before, after: ast.AST, text: str, added_rows: list[int], shown
         elif line not in outside and not any(name in scope for scope in scopes):
             lost.append((name, line))
 
+    hot = [n + 1 for n, line in enumerate(lines) if ":=" in line or "for" in line]  # a walrus, a comprehension
+
+    def quiet(first: int, last: int) -> bool:
+        return not spans(hot, first, last)
+
     walked = None
     if removed_names is not None:
-        wanted = sorted(rows | {n + 1 for n, line in enumerate(lines) if removed_names & set(three_way.NAME.findall(line))})
+        walked = Walked(lines, sorted(rows), removed_names - BUILTINS - set(scope_names(after, quiet)))
 
-        def walked(first: int, last: int) -> bool:
-            at = bisect.bisect_left(wanted, first)
-            return at < len(wanted) and wanted[at] <= last
-
-    name_reads(after, read, walked)
+    name_reads(after, read, walked, quiet)
     if lost:  # read and unbound outside the hunks: a problem only if it was bound before the diff
         unbound_before = set()
         name_reads(before(), lambda node, scopes: None if node.id in BUILTINS or any(node.id in s for s in scopes)
@@ -1448,6 +1478,34 @@ def check_result(before, after: ast.AST, text: str, added_rows: list[int], shown
         if gone := [(name, line) for name, line in lost if name not in unbound_before]:
             raise TransformFailed(f"{path}: after the diff, `{gone[0][0]}` is read (line {gone[0][1]}) but no longer "
                                   "defined: this release still uses what the diff removes")
+
+
+class Walked:
+    """Which statements check_result walks: those holding an added line, and those whose lines name
+    what the removed lines may bind (`names`: a module-level name stays bound for every read), but a
+    def whose body names only its own parameters of them (each read there is bound)."""
+
+    def __init__(self, lines: list[str], rows: list[int], names: set[str]):
+        self.rows = rows
+        naming = re.compile(r"\b(?:%s)\b" % "|".join(map(re.escape, sorted(names)))) if names else None
+        self.naming = {n + 1: set(found) for n, line in enumerate(lines) if naming and (found := naming.findall(line))}
+        self.named = sorted(self.naming)
+
+    def __call__(self, node: ast.AST) -> bool:
+        first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", ())])
+        if spans(self.rows, first, node.end_lineno):
+            return True
+        named = self.named[bisect.bisect_left(self.named, first):bisect.bisect_right(self.named, node.end_lineno)]
+        if not named or not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return bool(named)
+        a = node.args
+        params = [p for p in (*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg) if p is not None]
+        header = [*node.decorator_list, *a.defaults, *a.kw_defaults, *(p.annotation for p in params), node.returns]
+        if any(isinstance(n, ast.Name) and n.id in self.naming.get(n.lineno, ()) for part in header if part is not None
+               for n in ast.walk(part)):
+            return True  # its decorators, defaults or annotations read one, outside it
+        params = {p.arg for p in params}
+        return any(self.naming[line] - params for line in named)
 
 
 def diff_fix(patch: PatchFile, upstream: str, fix_id: str | None = None) -> Fix:

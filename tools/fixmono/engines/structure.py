@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from difflib import SequenceMatcher
 
 from fixmono.engines.three_way import repeats_changed
+from fixmono.engines.trees import parse
 from fixmono.model.patchfile import Hunk, lines_of
 
 SKIPPED = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
@@ -228,7 +229,7 @@ def placements(pre_lines: list[str], target_lines: list[str], hunks: tuple[Hunk,
         return None
     pre, post, target = (Read(lines, u) for lines, u in zip((pre_lines, post_lines, target_lines), units))
     try:
-        trees = [ast.parse("".join(lines)) for lines in (pre_lines, target_lines)]
+        trees = [parse("".join(lines)) for lines in (pre_lines, target_lines)]
     except (SyntaxError, ValueError):
         return None
     partner = aligned(pre, target, defs_of(pre, trees[0]), defs_of(target, trees[1]))

@@ -12,6 +12,7 @@ takes both edits where they touch different tokens of it (`f(a)` made
 placed."""
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import re
 from difflib import SequenceMatcher
@@ -52,11 +53,61 @@ def placements(pre: list[str], target: list[str], hunks: tuple[Hunk, ...]) -> li
 
 
 def aligned(pre: list[str], target: list[str]) -> dict[int, int]:
-    """pre-image line -> target line, for the lines the alignment finds unchanged."""
-    found = {}
-    for a, b, size in SequenceMatcher(None, pre, target, autojunk=False).get_matching_blocks():
-        found.update((a + i, b + i) for i in range(size))
+    """pre-image line -> target line, for the lines the alignment finds unchanged: as `git diff
+    --patience` does it (common ends; then the lines found once in each side, in an order both keep,
+    as anchors; the same between them), with difflib's longest matches where no line is unique.
+    Whole files of a release through difflib alone took most of the port's time."""
+    found: dict[int, int] = {}
+    todo = [(0, len(pre), 0, len(target))]
+    while todo:
+        a0, a1, b0, b1 = todo.pop()
+        while a0 < a1 and b0 < b1 and pre[a0] == target[b0]:
+            found[a0] = b0
+            a0, b0 = a0 + 1, b0 + 1
+        while a0 < a1 and b0 < b1 and pre[a1 - 1] == target[b1 - 1]:
+            a1, b1 = a1 - 1, b1 - 1
+            found[a1] = b1
+        if a0 == a1 or b0 == b1:
+            continue
+        anchors = unique_in_order(pre, a0, a1, target, b0, b1)
+        if not anchors:
+            for a, b, size in SequenceMatcher(None, pre[a0:a1], target[b0:b1], autojunk=False).get_matching_blocks():
+                found.update((a0 + a + i, b0 + b + i) for i in range(size))
+            continue
+        for a, b in anchors:
+            found[a] = b
+            todo.append((a0, a, b0, b))
+            a0, b0 = a + 1, b + 1
+        todo.append((a0, a1, b0, b1))
     return found
+
+
+def unique_in_order(pre: list[str], a0: int, a1: int, target: list[str], b0: int, b1: int) -> list[tuple[int, int]]:
+    """The lines found exactly once in pre[a0:a1] and once in target[b0:b1], as (pre line, target line),
+    the longest run of them in the same order on both sides."""
+    once_pre, once_target = unique_rows(pre, a0, a1), unique_rows(target, b0, b1)
+    pairs = [(a, once_target[line]) for line, a in once_pre.items() if line in once_target]
+    pairs.sort()
+    tails: list[int] = []  # patience sorting: the longest increasing run of target lines
+    tail_at: list[int] = []
+    back = [-1] * len(pairs)
+    for n, (_, b) in enumerate(pairs):
+        k = bisect.bisect_left(tails, b)
+        back[n] = tail_at[k - 1] if k else -1
+        tails[k:k + 1], tail_at[k:k + 1] = [b], [n]
+    run, n = [], tail_at[-1] if tail_at else -1
+    while n >= 0:
+        run.append(pairs[n])
+        n = back[n]
+    return run[::-1]
+
+
+def unique_rows(lines: list[str], start: int, stop: int) -> dict[str, int]:
+    """The lines of lines[start:stop] found there once, each with its index."""
+    seen: dict[str, int] = {}
+    for n in range(start, stop):
+        seen[lines[n]] = -1 if lines[n] in seen else n
+    return {line: n for line, n in seen.items() if n >= 0}
 
 
 def placement(hunk: Hunk, here: dict[int, int], pre: list[str], target: list[str]):

@@ -18,6 +18,7 @@ import posixpath
 from typing import Callable
 
 from fixmono.engines.port import FUNCTIONS, scope_names
+from fixmono.engines.trees import parse
 
 Read = Callable[[str], "bytes | None"]
 UNKNOWN = object()  # could not be resolved: taken as there
@@ -38,7 +39,7 @@ def unresolved_uses(path: str, old_text: str, new_text: str, read: Read, whole_t
     if not path.endswith(".py"):
         return []
     try:
-        old, new = ast.parse(old_text), ast.parse(new_text)
+        old, new = parse(old_text), parse(new_text)
     except (SyntaxError, ValueError):
         return []
     rows = added_rows(old_text, new_text)
@@ -88,7 +89,7 @@ class Tree:
         if path not in self.parsed:
             try:
                 data = self.read(path)
-                self.parsed[path] = None if data is None else ast.parse(data.decode("utf-8"))
+                self.parsed[path] = None if data is None else parse(data.decode("utf-8"))
             except Exception:  # noqa: BLE001 -- an unreadable file (partial clone, not UTF-8, syntax): unknown
                 self.parsed[path] = None
         return self.parsed[path]
