@@ -226,7 +226,8 @@ def collect(fixes: list[Fix] | None = None, run_reproducers: bool = False, timeo
             step_done(progress, fix.id, found["status"], time.monotonic() - start)
             return found
 
-        found = schedule.run([schedule.task(i, fix) for i, fix in enumerate(fixes)], one, jobs, gpu_slots(env))
+        kind = gpu_kind(env)
+        found = schedule.run([schedule.task(i, fix, kind) for i, fix in enumerate(fixes)], one, jobs, gpu_slots(env))
         for i, row in enumerate(rows):
             row["reproducer"] = {"status": found[i]["status"], "detail": found[i]["detail"]}
     return {"python": env.prefix, "python_executable": env.python, "python_version": env.version,
@@ -238,6 +239,12 @@ def check(fix: Fix, timeout: float, **kwargs) -> dict:
     from fixmono.analysis.still_needed import check as reproduce
 
     return reproduce(fix, timeout, **kwargs)
+
+
+def gpu_kind(env: Environment) -> str | None:
+    """'cuda' or 'rocm' where there are GPUs of that kind here for `env`'s torch, else None."""
+    kind = env.torch_build()["name"]
+    return kind if kind in schedule.GPU_BACKENDS and gpus.count(kind)[0] > 0 else None
 
 
 def gpu_slots(env: Environment) -> list[dict[str, str]]:
