@@ -21,6 +21,7 @@ import signal
 import sys
 import threading
 import time
+from importlib import import_module
 from pathlib import Path
 
 from fixmono.analysis import remembered_status, schedule
@@ -127,6 +128,7 @@ def check_all(fixes: list, site: Path | None, env: Environment) -> list[dict]:
     for n in todo:  # imported here, before the fork: each process has them
         if hasattr(fixes[n], "load"):
             fixes[n].load()
+    import_module("fixmono.apply.run")  # the engines too: imported (compiled, with no bytecode) once, not by each
     todo.sort(key=lambda n: -target_bytes(fixes[n], site, env))  # the longest first
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
