@@ -160,6 +160,33 @@ def test_gpu_reproducers_never_overlap_each_other_and_an_alone_one_overlaps_noth
     assert json.loads(report["fixes"][2]["reproducer"]["detail"])["OMP_NUM_THREADS"] is None  # every core its own
 
 
+def test_on_a_machine_of_the_other_gpu_kind_a_gpu_reproducer_runs_as_a_cpu_one(tmp_path, log, monkeypatch, capsys):
+    """An NVIDIA machine, one GPU: the rocm reproducer runs beside the cuda one (each waits for the
+    other's start) and sees no GPU; the cuda one holds the GPU as before."""
+    fixes = [made_up(tmp_path, "g1", "cuda", waits=("r1.start",)), made_up(tmp_path, "r1", "rocm", waits=("g1.start",))]
+    monkeypatch.setattr(status, "gpu_kind", lambda env: "cuda")
+    code, report, err = run_status(monkeypatch, capsys, fixes, "--jobs", "4", gpus=[{}])
+    assert code == 0, err
+    assert {r["reproducer"]["status"] for r in report["fixes"]} == {"still-needed"}, report["fixes"]
+    assert overlap(*intervals(log).values())
+    seen = [json.loads(r["reproducer"]["detail"])["CUDA_VISIBLE_DEVICES"] for r in report["fixes"]]
+    assert seen == [None, ""]
+
+
+def test_schedule_task_holds_a_gpu_of_the_kind_it_needs():
+    def fix(needs, alone=False):
+        return Fix(id="x", title="x", upstream="transformers", description="x", dep3=Dep3(origin="other", last_update="2026-11-27"),
+                   backends=(needs,), changes=(FileChange("csrc/x.cpp", NoTransform()),), reproduce=lambda: None,
+                   repro_needs=needs, repro_alone=alone, package="x")
+
+    assert schedule.task(0, fix("rocm"), "cuda") == schedule.Task(0, gpu=False)
+    assert schedule.task(0, fix("cuda"), "rocm") == schedule.Task(0, gpu=False)
+    assert schedule.task(0, fix("rocm", alone=True), "cuda") == schedule.Task(0, gpu=False, alone=True)
+    for here in ("rocm", None):  # its own kind, or no GPU known here: as declared
+        assert schedule.task(0, fix("rocm"), here) == schedule.Task(0, gpu=True)
+    assert schedule.task(0, fix("cpu"), "cuda") == schedule.Task(0, gpu=False)
+
+
 def test_with_two_gpus_each_gpu_reproducer_sees_its_own(tmp_path, log, monkeypatch, capsys):
     """Two GPUs: g1 and g2 run at once (each waits for the other's start), each with its own device."""
     fixes = [made_up(tmp_path, "g1", "cuda", waits=("g2.start",)), made_up(tmp_path, "g2", "cuda", waits=("g1.start",)),

@@ -7,7 +7,10 @@ own, then, interleaved:
 
   first run after install   no bytecode yet (the run writes it), empty FIXMONO_CACHE
   cold                      bytecode there, empty FIXMONO_CACHE
-  cold, no bytecode         none read or written (a read-only install, PYTHONDONTWRITEBYTECODE)
+  cold, install no bytecode a second install of each that never gets any (a read-only install,
+                            PYTHONDONTWRITEBYTECODE); the Python's own library keeps its bytecode
+  cold, no bytecode at all  none read or written, the standard library's included (PYTHONPYCACHEPREFIX
+                            at a folder that does not exist): an upper bound, no real install is so
   warm                      the cache of the cold run before
 
 medians and ratios; the statuses of the two must be the same. Then where a
@@ -32,7 +35,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 DROP = ("PYTHONPATH", "FIXMONO_CACHE", "PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")
 NO_BYTECODE = {"PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": "/nonexistent"}
-KINDS = ("first run after install", "cold", "cold, no bytecode", "warm")
+READ_ONLY = {"PYTHONDONTWRITEBYTECODE": "1"}
+KINDS = ("first run after install", "cold", "cold, install no bytecode", "cold, no bytecode at all", "warm")
 
 
 def env_for(site: str, cache: Path, extra: dict | None = None) -> dict:
@@ -59,12 +63,13 @@ def main() -> int:
     args = p.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-status-wheels-") as tmp:
         tmp = Path(tmp)
-        sites = {}
+        sites, read_only = {}, {}
         for name, wheel in (("base", args.base), ("this", args.wheel)):
-            site = str(tmp / f"site-{name}")
-            subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile",
-                            "--target", site, str(wheel), *map(str, args.deps.glob("*.whl"))], check=True)
-            sites[name] = site
+            for into, folder in ((sites, f"site-{name}"), (read_only, f"site-{name}-read-only")):
+                subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps",
+                                "--no-compile", "--target", str(tmp / folder), str(wheel),
+                                *map(str, args.deps.glob("*.whl"))], check=True)
+                into[name] = str(tmp / folder)
         times: dict = {}
         seen: dict = {}
         for name, site in sites.items():
@@ -77,7 +82,9 @@ def main() -> int:
                 times.setdefault((name, "cold"), []).append(took)
                 for _ in range(3):
                     times.setdefault((name, "warm"), []).append(status(site, cache)[0])
-                times.setdefault((name, "cold, no bytecode"), []).append(
+                times.setdefault((name, "cold, install no bytecode"), []).append(
+                    status(read_only[name], tmp / f"cache-{name}-read-only-{n}", READ_ONLY)[0])
+                times.setdefault((name, "cold, no bytecode at all"), []).append(
                     status(site, tmp / f"cache-{name}-none-{n}", NO_BYTECODE)[0])
                 if found != seen[name]:
                     sys.exit(f"bench_status_wheels: error: {name} gave other statuses from one run to the next")
@@ -89,7 +96,7 @@ def main() -> int:
               f"{sys.version.split()[0]}, {cores} cores); same statuses: yes")
         for kind in KINDS:
             base, this = (statistics.median(times[(name, kind)]) for name in sites)
-            print(f"  {kind:<24} base {base:6.2f} s   this {this:6.2f} s   {base / this:4.1f}x   "
+            print(f"  {kind:<26} base {base:6.2f} s   this {this:6.2f} s   {base / this:4.1f}x   "
                   f"(median of {len(times[('this', kind)])})")
         sys.path.insert(0, sites["this"])
         sys.path.insert(0, str(HERE))

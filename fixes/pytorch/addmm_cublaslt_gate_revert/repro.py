@@ -1,18 +1,27 @@
 """Reproducer and benchmark: does the default addmm/F.linear path lose the fused
 cuBLASLt bias epilogue, and what does that cost?
 
-    python -m fixmono.fixes.pytorch.addmm_cublaslt_gate_revert.repro [--quick] [--out DIR] [--json]
+    python -m fixmono.fixes.pytorch.addmm_cublaslt_gate_revert.repro [--full|--quick] [--out DIR] [--json]
 
-Three subprocesses (DISABLE_ADDMM_CUDA_LT is read once per process):
-  default  nothing set
-  fused    torch.backends.cuda.preferred_blas_library("cublaslt")  (= the hot-fix)
+Three modes, in two subprocesses (DISABLE_ADDMM_CUDA_LT is read once per
+process, the preference at every call):
+  default  nothing set                                               } one process,
+  fused    torch.backends.cuda.preferred_blas_library("cublaslt")  } in this order
+           (= the hot-fix)
   unfused  DISABLE_ADDMM_CUDA_LT=1
 each time F.linear, addmm, _addmm_activation (relu, gelu) with a 1-D bias, and
-a plain mm (what the preference also changes), for bf16, fp16 and fp32 over a
-grid of decode-like (M = 1..16) and training-like (M = 2k..32k) shapes, and
+a plain mm (what the preference also changes), for bf16, fp16 and fp32, and
 record which kernels ran (profiler names: `bias` in the GEMM = fused).
 Verdict: reproduced when the default path runs unfused where the fused path is
 faster. Needs a CUDA GPU (exit 77 elsewhere).
+
+Grids: the default (what `status --run` and `drift --run` run) is a decode-like
+M = 16 and a training-like M = 2048 by (K, N) = 1024x1024 and 4096x4096 in
+the three dtypes: 60 points a mode, among them where the epilogue wins most
+(bf16/fp16 at 1024x1024, 1.5-1.8x on an H200) and where it loses (fp32
+16x4096x4096, 0.55x). `--full` is the grid of the published table (290
+points, M = 1..32768, K and N to 16384: about two minutes on an H200);
+`--quick` four shapes.
 """
 from __future__ import annotations
 
@@ -34,7 +43,11 @@ OPS = ("linear", "addmm", "addmm_relu", "addmm_gelu", "mm")
 DTYPES = ("bfloat16", "float16", "float32")
 M_VALUES = (1, 16, 2048, 8192, 32768)
 KN_VALUES = ((1024, 1024), (4096, 4096), (4096, 16384), (16384, 4096))
-QUICK = {"m": (16, 8192), "kn": ((4096, 4096),), "dtypes": ("bfloat16", "float32")}
+GRIDS = {
+    "full": {"m": M_VALUES, "kn": KN_VALUES, "dtypes": DTYPES},
+    "default": {"m": (16, 2048), "kn": ((1024, 1024), (4096, 4096)), "dtypes": DTYPES},
+    "quick": {"m": (16, 8192), "kn": ((4096, 4096),), "dtypes": ("bfloat16", "float32")},
+}
 NOISE = 0.03  # relative differences below this are noise
 
 
@@ -51,17 +64,43 @@ def op_call(op, x, w, b):
             "mm": lambda: torch.mm(x, wt)}[op]
 
 
-def kernels(fn) -> list[str]:
+MARK = "spin_kernel"  # torch.cuda._sleep's kernel: the boundary between two calls' kernels in one trace
+
+
+def kernels(fns) -> list[list[str]]:
+    """The CUDA kernels each of `fns` ran, from one profiler session (a session
+    of its own per call cost more than the timings): the calls one after the
+    other, each followed by a marker kernel, the trace cut at the markers. (One
+    session for the whole grid was slower still: 128 s for the default grid on
+    an H200, 2026-11-27, against 33 s for a session per shape.)"""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
+    torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        fn()
+        for fn in fns:
+            fn()
+            torch.cuda._sleep(1)
         torch.cuda.synchronize()
-    return sorted({e.name for e in prof.events() if e.device_type.name == "CUDA"})
+    events = sorted((e for e in prof.events() if e.device_type.name == "CUDA"), key=lambda e: e.time_range.start)
+    return split_at_marks([e.name for e in events], len(fns))
 
 
-def child(mode: str, quick: bool) -> dict:
+def split_at_marks(names: list[str], calls: int) -> list[list[str]]:
+    """Kernel names in the order they ran, each call's followed by a marker:
+    the sorted names of each call's kernels. Anything else is an error, never a guess."""
+    groups: list[set[str]] = [set()]
+    for name in names:
+        if MARK in name:
+            groups.append(set())
+        else:
+            groups[-1].add(name)
+    if len(groups) != calls + 1 or groups[-1]:
+        raise RuntimeError(f"{len(groups) - 1} markers in the trace of {calls} calls")
+    return [sorted(g) for g in groups[:-1]]
+
+
+def child(mode: str, grid: str) -> dict:
     import torch
 
     from .hotfix import classify_kernels
@@ -69,40 +108,42 @@ def child(mode: str, quick: bool) -> dict:
     if mode == "fused":
         torch.backends.cuda.preferred_blas_library("cublaslt")
     torch.backends.cuda.matmul.allow_tf32 = False
-    m_values = QUICK["m"] if quick else M_VALUES
-    kn_values = QUICK["kn"] if quick else KN_VALUES
-    dtypes = QUICK["dtypes"] if quick else DTYPES
+    g = GRIDS[grid]
     rows = []
-    for dtype_name in dtypes:
+    for dtype_name in g["dtypes"]:
         dtype = getattr(torch, dtype_name)
-        for m in m_values:
-            for k, n in kn_values:
+        for m in g["m"]:
+            for k, n in g["kn"]:
                 if dtype == torch.float32 and m * k * n > 2 ** 40:
                     continue  # fp32 without TF32: seconds per call, skipped
                 x = torch.randn(m, k, device="cuda", dtype=dtype)
                 w = torch.randn(n, k, device="cuda", dtype=dtype)
                 b = torch.randn(n, device="cuda", dtype=dtype)
-                for op in OPS:
-                    fn = op_call(op, x, w, b)
-                    names = kernels(fn)
+                fns = [op_call(op, x, w, b) for op in OPS]
+                for fn in fns:
+                    fn()  # the first call of a shape picks its algorithm: not in the trace
+                for op, fn, names in zip(OPS, fns, kernels(fns)):
                     rows.append({"op": op, "dtype": dtype_name, "m": m, "k": k, "n": n,
                                  "ms": graph_ms(fn), "path": classify_kernels(names) if op != "mm" else "mm",
                                  "kernels": names})
-                del x, w, b
+                del x, w, b, fns
     return {"mode": mode, "torch": torch.__version__, "device": torch.cuda.get_device_name(),
             "preferred_blas": str(torch.backends.cuda.preferred_blas_library()), "rows": rows}
 
 
-def run_mode(mode: str, quick: bool) -> dict:
+PROCESSES = (("default", "fused"), ("unfused",))  # the preference is read at each call: default and fused share one
+
+
+def run_modes(modes: tuple[str, ...], grid: str) -> dict[str, dict]:
     env = child_env({k: v for k, v in os.environ.items() if k != "DISABLE_ADDMM_CUDA_LT"})
-    if mode == "unfused":
+    if "unfused" in modes:
         env["DISABLE_ADDMM_CUDA_LT"] = "1"
-    cmd = module_command(f"{__package__}.repro", "--child", mode)
-    proc = subprocess.run(cmd + (["--quick"] if quick else []), env=env, capture_output=True, text=True)
-    lines = [l for l in proc.stdout.splitlines() if l.startswith("{")]
-    if proc.returncode or not lines:
-        raise RuntimeError(f"{mode} run failed: {(proc.stderr.strip().splitlines() or ['?'])[-1]}")
-    return json.loads(lines[-1])
+    cmd = module_command(f"{__package__}.repro", "--child", ",".join(modes))
+    proc = subprocess.run(cmd + ["--grid", grid], env=env, capture_output=True, text=True)
+    runs = [json.loads(l) for l in proc.stdout.splitlines() if l.startswith("{")]
+    if proc.returncode or [r.get("mode") for r in runs] != list(modes):
+        raise RuntimeError(f"{'+'.join(modes)} run failed: {(proc.stderr.strip().splitlines() or ['?'])[-1]}")
+    return {r["mode"]: r for r in runs}
 
 
 # --- analysis -------------------------------------------------------------------------
@@ -210,7 +251,7 @@ def plot(analysis: dict, path: Path) -> str:
     return f"plot: {path}"
 
 
-def reproduce(quick: bool = False, out: Path | None = None) -> ReproResult:
+def reproduce(quick: bool = False, out: Path | None = None, full: bool = False) -> ReproResult:
     try:
         import torch
 
@@ -220,7 +261,8 @@ def reproduce(quick: bool = False, out: Path | None = None) -> ReproResult:
     if not gpu:
         return ReproResult(Verdict.SKIPPED, "no CUDA GPU here: the benchmark times cuBLAS/cuBLASLt kernels",
                            needs="an NVIDIA GPU (the gate is in CUDA builds with #172340)")
-    runs = {mode: run_mode(mode, quick) for mode in MODES}
+    grid = "full" if full else "quick" if quick else "default"
+    runs = {mode: run for modes in PROCESSES for mode, run in run_modes(modes, grid).items()}
     analysis = analyse(runs)
     result = verdict(analysis, runs)
     if out:
@@ -233,15 +275,21 @@ def reproduce(quick: bool = False, out: Path | None = None) -> ReproResult:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--quick", action="store_true", help="a few shapes only")
+    size = p.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="four shapes only")
+    size.add_argument("--full", action="store_true", help="the published table's grid (290 points a mode)")
     p.add_argument("--out", type=Path, help="write addmm.json, addmm.md and addmm_speedup.png here")
     p.add_argument("--json", action="store_true")
-    p.add_argument("--child", choices=MODES, help=argparse.SUPPRESS)
+    p.add_argument("--child", help=argparse.SUPPRESS)  # modes, comma-separated, run in this order
+    p.add_argument("--grid", choices=tuple(GRIDS), default="default", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
-        print(json.dumps(child(args.child, args.quick)))
+        for mode in args.child.split(","):
+            if mode not in MODES or (mode == "unfused") != ("DISABLE_ADDMM_CUDA_LT" in os.environ):
+                p.error(f"--child {args.child}: unfused alone, with DISABLE_ADDMM_CUDA_LT set")
+            print(json.dumps(child(mode, args.grid)), flush=True)
         return 0
-    result = reproduce(args.quick, args.out)
+    result = reproduce(args.quick, args.out, args.full)
     summary_only = ReproResult(result.verdict, result.summary, {}, result.needs)
     return report(summary_only, args.json)
 

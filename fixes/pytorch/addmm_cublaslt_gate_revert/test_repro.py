@@ -45,6 +45,16 @@ def test_default_fused_is_not_reproduced():
     assert result.verdict is Verdict.NOT_REPRODUCED and "1.40x" in result.summary
 
 
+def test_one_trace_is_cut_into_each_call_s_kernels_at_the_markers():
+    mark = "void at::cuda::(anonymous namespace)::spin_kernel(long)"
+    names = ["gemm_bias", "gemm_bias", mark, "gemm_badd", "relu", mark, mark]
+    assert repro.split_at_marks(names, 3) == [["gemm_bias"], ["gemm_badd", "relu"], []]
+    with pytest.raises(RuntimeError):  # a call's markers missing: not guessed
+        repro.split_at_marks(names[:-1], 3)
+    with pytest.raises(RuntimeError):  # kernels after the last marker: not any call's
+        repro.split_at_marks(names + ["stray"], 3)
+
+
 @pytest.mark.parametrize("names,path", [
     (["nvjet_hsh_128x256_64x4_1x2_h_bz_coopA_bias_TNT"], "fused"),
     (["nvjet_hsh_128x256_64x4_1x2_h_bz_coopA_badd_TNT"], "unfused"),

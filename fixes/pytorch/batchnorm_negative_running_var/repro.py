@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 from dataclasses import dataclass
 
@@ -106,6 +107,10 @@ class Inductor:
 
     def __call__(self, fn, args):
         if fn not in self._compiled:
+            if not self._compiled and "TORCHINDUCTOR_COMPILE_THREADS" not in os.environ:
+                from torch._inductor import config
+
+                config.compile_threads = 1  # four small graphs: see in_process_compile in ../inductor_mix_order_cat_grad
             self._compiled[fn] = torch.compile(fn, dynamic=False)
         return self._compiled[fn](*args), True
 

@@ -9,7 +9,8 @@ all-True mask on a CUDA device, against eager. For n = 16384 Inductor makes a
 split reduction whose second stage carries the pad; the pad's masked load is
 served from the CSE store cache, and masked() then drops its fill value.
 Compiled with a fresh Inductor cache, in a fresh interpreter without and with
-the hot-fix. Exit 1 reproduced, 0 not reproduced, 77 skipped (no CUDA).
+the hot-fix (the two at once: each compiles on one core, in its own process).
+Exit 1 reproduced, 0 not reproduced, 77 skipped (no CUDA).
 """
 from __future__ import annotations
 
@@ -33,6 +34,8 @@ def measure() -> dict:
     import torch._inductor.config as inductor
 
     inductor.force_disable_caches = True  # and a cache folder of its own: no kernel of an earlier run
+    if "TORCHINDUCTOR_COMPILE_THREADS" not in os.environ:
+        inductor.compile_threads = 1  # two small graphs: see in_process_compile in ../inductor_mix_order_cat_grad
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="fixmono-inductor-")
     os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="fixmono-triton-")
 
@@ -54,12 +57,16 @@ def wrong(side: dict) -> list[str]:
 
 
 def reproduce() -> ReproResult:
+    from concurrent.futures import ThreadPoolExecutor
+
     try:
-        before = measured_apart(f"{__package__}.repro", timeout=900)
+        with ThreadPoolExecutor(2) as pool:  # correctness, not timing: the two sides may share the GPU
+            sides = [pool.submit(measured_apart, f"{__package__}.repro", fix_id, timeout=900)
+                     for fix_id in (None, FIX_ID)]
+            before, after = (side.result() for side in sides)
         if before["device"] is None:
             return ReproResult(Verdict.SKIPPED, f"torch {before['torch']}: needs a CUDA device (Inductor's Triton "
                                                 "code)", needs="cuda")
-        after = measured_apart(f"{__package__}.repro", FIX_ID, timeout=900)
     except MeasureFailed as err:
         return ReproResult(Verdict.SKIPPED, f"needs torch with CUDA: {err}", needs="cuda")
     label = f"{before['device']}, torch {before['torch']}"

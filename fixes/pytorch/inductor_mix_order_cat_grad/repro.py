@@ -13,6 +13,7 @@ Exit 1 reproduced, 0 not reproduced, 77 skipped (no CUDA GPU).
 """
 from __future__ import annotations
 
+import os
 import sys
 
 from fixmono.model.fix import ReproResult, Verdict
@@ -39,6 +40,21 @@ def table_grad(compiled: bool):
     return table.grad.detach().clone()
 
 
+def in_process_compile() -> int | None:
+    """Compile in this process (compile_threads 1) unless the user chose a number:
+    a reproducer compiles a few small graphs, and a pool of compile workers,
+    each of them importing torch, costs more than it saves, the more so beside
+    other reproducers (`status --run` on an H200, 2026-11-27: this reproducer
+    21.2 -> 13.0 s, the masked-store one 40.2 -> 28.5 s, batchnorm's 26.7 ->
+    17.3 s). Returns the value it replaced, for restore_compile()."""
+    from torch._inductor import config
+
+    saved = config.compile_threads
+    if "TORCHINDUCTOR_COMPILE_THREADS" not in os.environ:
+        config.compile_threads = 1
+    return saved
+
+
 def chunk_errors(reference) -> list[float]:
     import torch
 
@@ -61,7 +77,7 @@ def reproduce() -> ReproResult:
     label = f"torch {torch.__version__} on {torch.cuda.get_device_name(0)}"
     if not hasattr(config.triton, "mix_order_reduction"):
         return ReproResult(Verdict.NOT_REPRODUCED, f"{label}: no mix-order reduction in this torch (before 2.10)")
-    saved = (config.fx_graph_cache, config.triton.mix_order_reduction)
+    saved = (config.fx_graph_cache, config.triton.mix_order_reduction, in_process_compile())
     config.fx_graph_cache, config.triton.mix_order_reduction = False, True  # code generated here, not reused
     try:
         reference = table_grad(compiled=False)
@@ -72,7 +88,7 @@ def reproduce() -> ReproResult:
         finally:
             hotfix.disable()
     finally:
-        config.fx_graph_cache, config.triton.mix_order_reduction = saved
+        config.fx_graph_cache, config.triton.mix_order_reduction, config.compile_threads = saved
         torch._dynamo.reset()
     details = {"release": label, "hotfix": message, "unpatched_rel_error_per_chunk": before,
                "patched_rel_error_per_chunk": after}

@@ -129,7 +129,7 @@ def run_here(fix: Fix, version: str, static: str, bases: list[Base], timeout: fl
 
 def run_matrix(statics: dict, fixes: list[Fix], bases: list[Base], jobs: int, timeout: float, pip_args: list[str],
                progress=lambda m: None, discard_envs: bool = False, fresh: bool = False,
-               gpus: list[dict[str, str]] | None = None) -> dict[str, list[Run]]:
+               gpus: list[dict[str, str]] | None = None, gpu_kind: str | None = None) -> dict[str, list[Run]]:
     """Every (fix, version) of `statics` ({fix id: [drift.Cell]}), `jobs` at a
     time as schedule.py orders them (`gpus`: one environment per GPU, schedule.gpu_slots);
     with `discard_envs`, a release's environment is removed once its last run
@@ -159,7 +159,7 @@ def run_matrix(statics: dict, fixes: list[Fix], bases: list[Base], jobs: int, ti
                 for base in bases:
                     discard(base, *release(fix_id, c.version))
 
-    out = schedule.run([schedule.task(key, by_id[key[0]]) for key in cells], one, jobs, gpus or [{}])
+    out = schedule.run([schedule.task(key, by_id[key[0]], gpu_kind) for key in cells], one, jobs, gpus or [{}])
     return {fix_id: [out[(fix_id, i)] for i in range(len(cs))] for fix_id, cs in statics.items()}
 
 

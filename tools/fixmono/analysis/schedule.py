@@ -9,6 +9,10 @@
   sees only its own (CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES). One that
   needs only a CPU sees no GPU: a "pure jnp" reproducer would otherwise run on
   the GPU that JAX finds, taking 75% of its memory, beside the GPU ones.
+  Where the GPUs here are of the other kind (a ROCm bug's reproducer on an
+  NVIDIA machine) it cannot show its bug with them: it runs as a CPU one,
+  seeing no GPU, rather than hold the GPU the others need (on an H200 the
+  ROCm-declared batchnorm and TE reproducers held it 25 s of `status --run`).
 - A reproducer that needs the machine to itself (Fix.repro_alone: it times
   kernels, or uses every GPU at once) runs with nothing else
   running, every core and every GPU its own: these run first, one by one,
@@ -41,9 +45,12 @@ class Task:
     alone: bool = False  # runs with nothing else running
 
 
-def task(key: Hashable, fix) -> Task:
-    """The task of `fix`'s reproducer: what its repro_needs and repro_alone declare."""
-    return Task(key, gpu=getattr(fix, "repro_needs", "") in GPU_BACKENDS, alone=getattr(fix, "repro_alone", False))
+def task(key: Hashable, fix, here: str | None = None) -> Task:
+    """The task of `fix`'s reproducer: what its repro_needs and repro_alone declare;
+    `here`: the kind of the GPUs this machine has ("cuda", "rocm"; None: none or unknown)."""
+    needs = getattr(fix, "repro_needs", "")
+    gpu = needs in GPU_BACKENDS and (here not in GPU_BACKENDS or needs == here)
+    return Task(key, gpu=gpu, alone=getattr(fix, "repro_alone", False))
 
 
 def cores() -> int:

@@ -21,6 +21,7 @@ import signal
 import sys
 import threading
 import time
+from importlib import import_module
 from pathlib import Path
 
 from fixmono.analysis import remembered_status, schedule
@@ -127,6 +128,7 @@ def check_all(fixes: list, site: Path | None, env: Environment) -> list[dict]:
     for n in todo:  # imported here, before the fork: each process has them
         if hasattr(fixes[n], "load"):
             fixes[n].load()
+    import_module("fixmono.apply.run")  # the engines too: imported (compiled, with no bytecode) once, not by each
     todo.sort(key=lambda n: -target_bytes(fixes[n], site, env))  # the longest first
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -226,7 +228,8 @@ def collect(fixes: list[Fix] | None = None, run_reproducers: bool = False, timeo
             step_done(progress, fix.id, found["status"], time.monotonic() - start)
             return found
 
-        found = schedule.run([schedule.task(i, fix) for i, fix in enumerate(fixes)], one, jobs, gpu_slots(env))
+        kind = gpu_kind(env)
+        found = schedule.run([schedule.task(i, fix, kind) for i, fix in enumerate(fixes)], one, jobs, gpu_slots(env))
         for i, row in enumerate(rows):
             row["reproducer"] = {"status": found[i]["status"], "detail": found[i]["detail"]}
     return {"python": env.prefix, "python_executable": env.python, "python_version": env.version,
@@ -238,6 +241,12 @@ def check(fix: Fix, timeout: float, **kwargs) -> dict:
     from fixmono.analysis.still_needed import check as reproduce
 
     return reproduce(fix, timeout, **kwargs)
+
+
+def gpu_kind(env: Environment) -> str | None:
+    """'cuda' or 'rocm' where there are GPUs of that kind here for `env`'s torch, else None."""
+    kind = env.torch_build()["name"]
+    return kind if kind in schedule.GPU_BACKENDS and gpus.count(kind)[0] > 0 else None
 
 
 def gpu_slots(env: Environment) -> list[dict[str, str]]:

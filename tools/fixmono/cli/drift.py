@@ -64,9 +64,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     behaviour_args = p.add_argument_group("run the bug on each release (behavioural matrix)")
     behaviour_args.add_argument("--run", action="store_true",
                                 help="also run each CPU reproducer against each release, in that release's environment")
-    behaviour_args.add_argument("--jobs", type=int, default=1, metavar="N",
-                                help="reproducers at a time, each with cores/N threads (default 1); those that "
-                                     "need a GPU one at a time per GPU, those that time things alone")
+    behaviour_args.add_argument("--jobs", type=int, metavar="N",
+                                help="reproducers at a time, each with cores/N threads (default: the cores, as "
+                                     "status --run); those that need a GPU one at a time per GPU, those that time "
+                                     "things alone")
     behaviour_args.add_argument("--timeout", type=float, default=600.0, metavar="S",
                                 help="seconds per reproducer (default 600)")
     behaviour_args.add_argument("--python", action="append", default=[], metavar="PATH",
@@ -114,7 +115,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def behaviour_bases(args: argparse.Namespace) -> list[Base]:
     """--run's arguments checked, and its interpreter probed, before any wheel is read."""
     if not args.run:
-        for flag, given in (("--jobs", args.jobs != 1), ("--timeout", args.timeout != 600.0),
+        for flag, given in (("--jobs", args.jobs is not None), ("--timeout", args.timeout != 600.0),
                             ("--python", args.python), ("--pip-arg", args.pip_arg),
                             ("--discard-envs", args.discard_envs), ("--fresh", args.fresh),
                             ("--ray", args.ray), ("--retries", args.retries != 2), ("--installed", args.installed),
@@ -122,8 +123,11 @@ def behaviour_bases(args: argparse.Namespace) -> list[Base]:
             if given:
                 raise UserError(f"{flag} is for --run")
         return []
-    if args.jobs < 1:
+    if args.jobs is not None and args.jobs < 1:
         raise UserError(f"--jobs {args.jobs}: must be 1 or more")
+    from fixmono.analysis.schedule import cores
+
+    args.jobs = args.jobs or cores()
     if not args.timeout > 0:
         raise UserError(f"--timeout {args.timeout:g}: must be more than 0")
     if args.retries < 0:
@@ -251,7 +255,7 @@ def over_installed(args: argparse.Namespace) -> tuple[dict, int]:
     cells = {fid: [Cell(row["version"], STATIC_OF_INSTALLED.get(row["installed_files"], "n/a"), "", "n/a")]
              for fid, row in rows.items() if fid not in not_installed}
     runs = behaviour.run_matrix(cells, fixes, [base], args.jobs, args.timeout, args.pip_arg, args.progress,
-                                fresh=args.fresh, gpus=status.gpu_slots(env))
+                                fresh=args.fresh, gpus=status.gpu_slots(env), gpu_kind=status.gpu_kind(env))
     report = behaviour.markdown(runs, not_installed)
     if args.out:
         write_report(args.out, report)
