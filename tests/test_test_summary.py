@@ -133,8 +133,10 @@ def test_pytest_main_says_its_timeout_and_deals_the_cases_out_over_the_shards(tm
     """Each shard runs every n-th case, together all of them once; it tells Bazel it shards (the status file),
     a shard left with no case passes, and test.log starts with the timeout test_summary reads."""
     main = Path(__file__).resolve().parents[1] / "tools" / "pytest_main.py"
-    (tmp_path / "test_some.py").write_text("import pytest\n@pytest.mark.parametrize('n', range(7))\n"
-                                           "def test_case(n):\n    print('RAN', n)\n")
+    (tmp_path / "test_some.py").write_text("import os, pytest\n@pytest.mark.parametrize('n', range(7))\n"
+                                           "def test_case(n):\n    print('RAN', n)\n"
+                                           "def test_children_run_whole():\n"  # a pytest_main run inside a test
+                                           "    assert 'TEST_TOTAL_SHARDS' not in os.environ\n")
     ran = []
     for total, index in [(3, 0), (3, 1), (3, 2), (9, 8)]:
         status = tmp_path / f"status{total}{index}"
@@ -145,7 +147,8 @@ def test_pytest_main_says_its_timeout_and_deals_the_cases_out_over_the_shards(tm
                               cwd=tmp_path, capture_output=True, text=True)
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert proc.stdout.splitlines()[0] == "TEST_TIMEOUT=300" and status.exists()
-        cases = [int(line.split()[-1]) for line in proc.stdout.splitlines() if "RAN" in line]
+        cases = [int(n) for n in re.findall(r"RAN (\d+)", proc.stdout)]
+        assert ("RAN" in proc.stdout) == bool(cases)
         if total == 3:
             assert cases == list(range(index, 7, 3))
             ran += cases

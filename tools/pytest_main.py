@@ -37,6 +37,9 @@ def pytest_configure(config):
             raise pytest.UsageError(f"--fix {fix_id}: no such fix (known: {', '.join(known)})")
 
 
+SHARD = (0, 1)  # (TEST_SHARD_INDEX, TEST_TOTAL_SHARDS), taken out of the environment by main()
+
+
 def shard(items: list, index: int, total: int) -> tuple[list, list]:
     """The cases of shard `index` of `total` (dealt out in collection order), and the others."""
     return ([item for n, item in enumerate(items) if n % total == index],
@@ -44,9 +47,9 @@ def shard(items: list, index: int, total: int) -> tuple[list, list]:
 
 
 def pytest_collection_modifyitems(config, items):
-    total = int(os.environ.get("TEST_TOTAL_SHARDS") or 1)
+    index, total = SHARD
     if total > 1:
-        keep, other = shard(items, int(os.environ.get("TEST_SHARD_INDEX") or 0), total)
+        keep, other = shard(items, index, total)
         config.hook.pytest_deselected(items=other)
         items[:] = keep
     fix_id = config.getoption("fix")
@@ -61,7 +64,7 @@ def pytest_collection_modifyitems(config, items):
 
 def pytest_sessionfinish(session, exitstatus):
     if exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED and (
-            session.config.getoption("fix") or int(os.environ.get("TEST_TOTAL_SHARDS") or 1) > 1):
+            session.config.getoption("fix") or SHARD[1] > 1):
         session.exitstatus = pytest.ExitCode.OK  # this file has no case of that fix, or this shard none
 
 
@@ -73,6 +76,11 @@ def main(argv: list[str]) -> int:
         print(f"TEST_TIMEOUT={os.environ['TEST_TIMEOUT']}", flush=True)
     if os.environ.get("TEST_SHARD_STATUS_FILE"):  # this test shards (Bazel asks it to say so)
         open(os.environ["TEST_SHARD_STATUS_FILE"], "a").close()
+    # this process's shard, not its children's: a test that runs pytest_main again in a copy of the tree (test_import,
+    # test_scaffold) must run the whole of what it runs
+    global SHARD
+    SHARD = (int(os.environ.pop("TEST_SHARD_INDEX", "") or 0), int(os.environ.pop("TEST_TOTAL_SHARDS", "") or 1))
+    os.environ.pop("TEST_SHARD_STATUS_FILE", None)
     # pytest finds the source tree's pytest.ini through the runfiles' symlinks: its
     # pythonpath (tools/, for plain pytest runs) must not put the source tree
     # before the runfiles
