@@ -135,8 +135,8 @@ def test_pytest_main_says_its_timeout_and_deals_the_cases_out_over_the_shards(tm
     main = Path(__file__).resolve().parents[1] / "tools" / "pytest_main.py"
     (tmp_path / "test_some.py").write_text("import os, pytest\n@pytest.mark.parametrize('n', range(7))\n"
                                            "def test_case(n):\n    print('RAN', n)\n"
-                                           "def test_children_run_whole():\n"  # a pytest_main run inside a test
-                                           "    assert 'TEST_TOTAL_SHARDS' not in os.environ\n")
+                                           "def test_children_run_whole_and_quiet():\n"  # a pytest_main run inside
+                                           "    assert not {'TEST_TOTAL_SHARDS', 'TEST_TIMEOUT'} & set(os.environ)\n")
     ran = []
     for total, index in [(3, 0), (3, 1), (3, 2), (9, 8)]:
         status = tmp_path / f"status{total}{index}"

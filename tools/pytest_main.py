@@ -72,8 +72,8 @@ def main(argv: list[str]) -> int:
     while argv and "=" in argv[0] and not argv[0].startswith("-"):
         key, value = argv.pop(0).split("=", 1)
         os.environ[key] = value
-    if os.environ.get("TEST_TIMEOUT"):  # read by tools/test_summary.py
-        print(f"TEST_TIMEOUT={os.environ['TEST_TIMEOUT']}", flush=True)
+    if os.environ.get("TEST_TIMEOUT"):  # read by tools/test_summary.py; once (a pytest_main run a test starts is quiet)
+        print(f"TEST_TIMEOUT={os.environ.pop('TEST_TIMEOUT')}", flush=True)
     if os.environ.get("TEST_SHARD_STATUS_FILE"):  # this test shards (Bazel asks it to say so)
         open(os.environ["TEST_SHARD_STATUS_FILE"], "a").close()
     # this process's shard, not its children's: a test that runs pytest_main again in a copy of the tree (test_import,
