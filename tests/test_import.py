@@ -8,6 +8,7 @@ import json
 import keyword
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -104,7 +105,9 @@ def test_an_imported_fix_is_tested_by_the_catalogue_with_no_other_edit(upstream,
                      f"[README]({folder}/README.md) |"}
     assert (tree / folder / "fix.patch").read_bytes() == (tree.parent / "scheduler.patch").read_bytes()
     assert len((tree / folder / "fix.py").read_text().splitlines()) < 16
-    # what CI runs on every fix: its cases, the catalogue tree, validate, the registry
+    # what CI runs on every fix: its cases, the catalogue tree, validate, the registry, for the two imported here and
+    # the checks of the catalogue as a whole (the other fixes' own cases run in their targets, on the same files: they
+    # took 30 s of this case at idle, 85 s at load 4)
     # a second one on a file a hand-written fix of the catalogue changes too (our own lines in it)
     trainer = ("--- a/src/transformers/trainer.py\n+++ b/src/transformers/trainer.py\n"
                "@@ -10,4 +10,4 @@ def fixmono_example_helper(steps):\n"
@@ -114,8 +117,9 @@ def test_an_imported_fix_is_tested_by_the_catalogue_with_no_other_edit(upstream,
     assert run(tree, "-m", "fixmono", "import", str(tree.parent / "trainer.patch"), "--name", "helper").returncode == 0
     tests = run(tree, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tools/fix_cases_test.py",
                 "tests/test_catalogue.py", "tests/test_validate.py", "tests/test_registry.py",
-                "-k", "scheduler or transformers or every_fix", FIX_PACKAGE="")
+                "-k", "scheduler or helper or (every_fix and not declares_a_check)", FIX_PACKAGE="")
     assert tests.returncode == 0, tests.stdout.decode()[-3000:]
+    assert int(re.search(rb"(\d+) passed", tests.stdout)[1]) >= 10, tests.stdout.decode()[-3000:]  # -k kept them
     trigger = run(tree, "-c", "from fixmono.model.registry import discover; "
                               f"print(next(f.hotfix.trigger for f in discover() if f.id == {record['fix']!r}))")
     assert trigger.stdout.decode().strip() == "transformers.fixmono_example"  # its hot-fix: FIXMONO_HOTFIXES=<id>

@@ -4,13 +4,18 @@ The environments are real venvs with a wheel pip installed (RECORD with CRLF
 lines, bytecode compiled, as pip does): a `transformers` of our own whose
 integrations/moe.py is each of the sentinel fix's cases (text shaped like the
 real code, never upstream's). Real published wheels: test_patch_env_wheels.py.
+pip installs each distinct wheel once per test process; every environment after
+the first of its kind is a copy of that one (make_env), byte for byte.
 """
+import atexit
 import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -33,8 +38,8 @@ def fixmono(*args: str, env: dict | None = None, **kw) -> subprocess.CompletedPr
                           env={**os.environ, "PYTHONPATH": str(REPO_ROOT / "tools"), **(env or {})}, **kw)
 
 
-def make_env(root: Path, moe: str, version: str = "5.17.0", extra: dict | None = None) -> tuple[Path, Path]:
-    """A venv with our `transformers` wheel installed by pip; (python, site-packages)."""
+def install_env(root: Path, moe: str, version: str, extra: dict | None) -> Path:
+    """A venv at root/venv with our `transformers` wheel (root/dist) installed by pip; its site-packages."""
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root / "venv")], check=True)
     python = root / "venv" / "bin" / "python"
     wheel = write_wheel(root / "dist", "transformers", version, {
@@ -44,9 +49,36 @@ def make_env(root: Path, moe: str, version: str = "5.17.0", extra: dict | None =
                            "--no-index", "--no-cache-dir", "--disable-pip-version-check", str(wheel)],
                           capture_output=True, text=True, env={**os.environ, "PIP_CONSTRAINT": ""})
     assert proc.returncode == 0, proc.stderr
-    site = Path(subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+    return Path(subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                                capture_output=True, text=True, check=True).stdout.strip())
-    return python, site
+
+
+INSTALLED: dict[tuple, tuple[Path, Path]] = {}  # (moe, version, extra) -> (root, site-packages) pip installed
+
+
+def make_env(root: Path, moe: str, version: str = "5.17.0", extra: dict | None = None) -> tuple[Path, Path]:
+    """A venv with our `transformers` wheel installed by pip; (python, site-packages).
+
+    pip runs once per distinct wheel in a test process (about 1 s each, and these files make a few hundred
+    environments): later calls copy that environment (links kept, times kept, so its bytecode stays valid)
+    and write their own path where the venv names its folder (pyvenv.cfg, bin/, direct_url.json)."""
+    key = (moe, version, tuple(sorted((extra or {}).items())))
+    if key not in INSTALLED:
+        template = Path(tempfile.mkdtemp(prefix="fixmono-env-"))
+        atexit.register(shutil.rmtree, template, True)
+        INSTALLED[key] = template, install_env(template, moe, version, extra)
+    template, template_site = INSTALLED[key]
+    root.mkdir(parents=True, exist_ok=True)
+    for part in ("venv", "dist"):
+        shutil.copytree(template / part, root / part, symlinks=True)
+    old, new = str(template).encode(), str(root).encode()
+    for path in [root / "venv" / "pyvenv.cfg", *(root / "venv" / "bin").iterdir(),
+                 *(root / template_site.relative_to(template)).glob("*.dist-info/direct_url.json")]:
+        if path.is_file() and not path.is_symlink() and old in (data := path.read_bytes()):
+            stat = path.stat()
+            path.write_bytes(data.replace(old, new))
+            os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    return root / "venv" / "bin" / "python", root / template_site.relative_to(template)
 
 
 def tree(site: Path, bytecode: bool = False) -> dict[str, str]:

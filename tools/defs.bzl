@@ -25,7 +25,11 @@ def backend_exec_properties(tags):
             return {"Pool": backend}
     return {}
 
-def fix_module(test_tags = {}, test_deps = [], repro_tags = [], deps = [], data = [], size = "medium"):
+def fix_module(test_tags = {}, test_deps = [], repro_tags = [], deps = [], data = [], size = "medium", timeouts = {},
+               shard_counts = {}):
+    """timeouts / shard_counts: per test target name (e.g. {"test_real_wheels": "long"}), for a target that
+    needs more than its size's timeout or is dealt out over shards (tools/pytest_main.py honours
+    TEST_SHARD_INDEX); docs/testing.md says how they are chosen (a third of the timeout at load 4)."""
     pkg = native.package_name()
     module = "fixmono." + pkg.replace("/", ".")  # fixes/pytorch/x -> fixmono.fixes.pytorch.x
     fixture_files = native.glob(["fixtures/**"])
@@ -64,11 +68,22 @@ def fix_module(test_tags = {}, test_deps = [], repro_tags = [], deps = [], data 
             tags = test_tags.get(name, []),
             exec_properties = backend_exec_properties(test_tags.get(name, [])),
             size = size,
+            # a download's time is the network's (moe_router_double_softmax's test_real_wheels was stopped at
+            # 300 s on a cold cache and a loaded machine): long unless timeouts says
+            timeout = timeouts.get(name) or ("long" if "network" in test_tags.get(name, []) else None),
+            shard_count = shard_counts.get(name),
         )
 
-def pytest_test(name, srcs, deps = [], data = [], tags = [], size = "medium", network = False, args = []):
+def pytest_test(name, srcs, deps = [], data = [], tags = [], size = "medium", network = False, args = [],
+                timeout = None, shard_count = None):
     """A py_test run under pytest (for tests/ and tools/). network = True runs
-    the file's network-tagged tests (FIXMONO_NETWORK=1) and tags the target."""
+    the file's network-tagged tests (FIXMONO_NETWORK=1), tags the target and gives
+    it the long timeout unless timeout says otherwise (downloads on a cold cache).
+
+    size is what the test holds (Bazel reserves memory by it), timeout what it may take when
+    it is not size's (small 60 s, medium 300 s, large 900 s): each target must stay under a
+    third of its timeout on a 2-core machine at load 4 (docs/testing.md). shard_count deals
+    the file's cases out over that many processes (tools/pytest_main.py)."""
     native.py_test(
         name = name,
         srcs = srcs + [PYTEST_MAIN],
@@ -79,5 +94,8 @@ def pytest_test(name, srcs, deps = [], data = [], tags = [], size = "medium", ne
         data = data,
         tags = tags + (["network", "requires-network"] if network else []),
         exec_properties = backend_exec_properties(tags),
-        size = "large" if network else size,
+        size = size,
+        # a download's time is the network's: long unless the target says
+        timeout = timeout or ("long" if network else None),
+        shard_count = shard_count,
     )

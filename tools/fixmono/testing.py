@@ -33,6 +33,18 @@ from fixmono.sources.wheel import download_wheel
 # The repository (its tests, fixtures and patches/): the package runs from its tools/fixmono/.
 REPO_ROOT = Path(fixmono.__file__).absolute().parents[2]
 
+# The suite (tools/run_tests, CI) runs a representative sample of its longest matrices (releases, environments);
+# FIXMONO_FULL=1 runs every case (docs/testing.md lists the commands and their last output).
+FULL = os.environ.get("FIXMONO_FULL") == "1"
+
+
+def full_only(*values, id: str | None = None, why: str = ""):
+    """A case of a parametrised matrix that runs only with FIXMONO_FULL=1; the suite reports it skipped, with
+    the reason and where it runs (never dropped unseen)."""
+    import pytest
+    return pytest.param(*values, id=id, marks=pytest.mark.skipif(
+        not FULL, reason=f"outside the CI sample ({why}); runs with FIXMONO_FULL=1, see docs/testing.md"))
+
 
 def change_for(fix: Fix, case: Case):
     if case.path is not None:
