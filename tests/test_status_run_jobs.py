@@ -42,7 +42,7 @@ REPRO = textwrap.dedent("""\
 
     def reproduce():
         (LOG / "{name}.start").write_text(repr(time.monotonic()))
-        seen = {{k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES")}}
+        seen = {{k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "XLA_PYTHON_CLIENT_PREALLOCATE")}}
         deadline = time.monotonic() + {patience}
         while not all((LOG / w).exists() for w in {waits!r}):
             if time.monotonic() > deadline:
@@ -87,6 +87,7 @@ def log(tmp_path, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])))
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.delenv("XLA_PYTHON_CLIENT_PREALLOCATE", raising=False)
     return folder
 
 
@@ -145,12 +146,12 @@ def test_cpu_reproducers_run_up_to_n_at_once_and_the_table_keeps_the_fix_order(t
 
 def test_gpu_reproducers_never_overlap_each_other_and_an_alone_one_overlaps_nothing(tmp_path, log, monkeypatch,
                                                                                     capsys):
-    """One GPU, --jobs 4: the cuda and rocm reproducers one after the other, each beside CPU ones
-    (g1 ends only once c1 started: they ran at once); the alone one with nothing else."""
+    """One GPU, --jobs 4 --per-gpu 1: the cuda and rocm reproducers one after the other, each beside CPU
+    ones (g1 ends only once c1 started: they ran at once); the alone one with nothing else."""
     fixes = [made_up(tmp_path, "c1", waits=("g1.start",)), made_up(tmp_path, "g1", "cuda", waits=("c1.start",)),
              made_up(tmp_path, "a1", "cuda", alone=True), made_up(tmp_path, "g2", "rocm"),
              made_up(tmp_path, "c2"), made_up(tmp_path, "c3")]
-    code, report, err = run_status(monkeypatch, capsys, fixes, "--jobs", "4", gpus=[{}])
+    code, report, err = run_status(monkeypatch, capsys, fixes, "--jobs", "4", "--per-gpu", "1", gpus=[{}])
     assert code == 0, err
     assert [r["fix"] for r in report["fixes"]] == [f.id for f in fixes]
     assert {r["reproducer"]["status"] for r in report["fixes"]} == {"still-needed"}, report["fixes"]
@@ -160,17 +161,33 @@ def test_gpu_reproducers_never_overlap_each_other_and_an_alone_one_overlaps_noth
     assert json.loads(report["fixes"][2]["reproducer"]["detail"])["OMP_NUM_THREADS"] is None  # every core its own
 
 
-def test_on_a_machine_of_the_other_gpu_kind_a_gpu_reproducer_runs_as_a_cpu_one(tmp_path, log, monkeypatch, capsys):
-    """An NVIDIA machine, one GPU: the rocm reproducer runs beside the cuda one (each waits for the
-    other's start) and sees no GPU; the cuda one holds the GPU as before."""
-    fixes = [made_up(tmp_path, "g1", "cuda", waits=("r1.start",)), made_up(tmp_path, "r1", "rocm", waits=("g1.start",))]
+def test_on_a_machine_of_the_other_gpu_kind_an_alone_reproducer_runs_beside_the_others(tmp_path, log, monkeypatch,
+                                                                                       capsys):
+    """An NVIDIA machine, one GPU, --per-gpu 2: the rocm reproducer that declares repro_alone (it times what
+    only ROCm shows) runs beside the cuda one (each waits for the other's start), on the GPU."""
+    fixes = [made_up(tmp_path, "g1", "cuda", waits=("r1.start",)),
+             made_up(tmp_path, "r1", "rocm", alone=True, waits=("g1.start",))]
     monkeypatch.setattr(status, "gpu_kind", lambda env: "cuda")
-    code, report, err = run_status(monkeypatch, capsys, fixes, "--jobs", "4", gpus=[{}])
+    code, report, err = run_status(monkeypatch, capsys, fixes, "--jobs", "4", gpus=[{"CUDA_VISIBLE_DEVICES": "0"}])
     assert code == 0, err
     assert {r["reproducer"]["status"] for r in report["fixes"]} == {"still-needed"}, report["fixes"]
     assert overlap(*intervals(log).values())
-    seen = [json.loads(r["reproducer"]["detail"])["CUDA_VISIBLE_DEVICES"] for r in report["fixes"]]
-    assert seen == [None, ""]
+    seen = [json.loads(r["reproducer"]["detail"]) for r in report["fixes"]]
+    assert [s["CUDA_VISIBLE_DEVICES"] for s in seen] == ["0", "0"]
+    assert [s["XLA_PYTHON_CLIENT_PREALLOCATE"] for s in seen] == ["false", "false"]  # two share the GPU
+
+
+def test_per_gpu_reproducers_share_one_gpu_and_no_more(tmp_path, log, monkeypatch, capsys):
+    """One GPU, --jobs 8 (default --per-gpu 2): g1 and g2 run at once (each waits for the other's start),
+    never three GPU ones at once; --per-gpu 0 is one line and exit 2."""
+    fixes = [made_up(tmp_path, "g1", "cuda", waits=("g2.start",)), made_up(tmp_path, "g2", "cuda", waits=("g1.start",)),
+             made_up(tmp_path, "g3", "cuda"), made_up(tmp_path, "g4", "cuda")]
+    code, report, err = run_status(monkeypatch, capsys, fixes, "--jobs", "8", gpus=[{}])
+    assert code == 0, err
+    assert most_at_once(intervals(log).values()) == 2
+    run = subprocess.run([sys.executable, "-m", "fixmono.cli.status", "--run", "--per-gpu", "0"], capture_output=True,
+                         text=True, env={**os.environ, "PYTHONPATH": str(REPO_ROOT / "tools")})
+    assert run.returncode == 2 and run.stderr.splitlines() == ["fixes: error: --per-gpu 0: must be 1 or more"]
 
 
 def test_schedule_task_holds_a_gpu_of_the_kind_it_needs():
@@ -179,9 +196,10 @@ def test_schedule_task_holds_a_gpu_of_the_kind_it_needs():
                    backends=(needs,), changes=(FileChange("csrc/x.cpp", NoTransform()),), reproduce=lambda: None,
                    repro_needs=needs, repro_alone=alone, package="x")
 
-    assert schedule.task(0, fix("rocm"), "cuda") == schedule.Task(0, gpu=False)
-    assert schedule.task(0, fix("cuda"), "rocm") == schedule.Task(0, gpu=False)
-    assert schedule.task(0, fix("rocm", alone=True), "cuda") == schedule.Task(0, gpu=False, alone=True)
+    assert schedule.task(0, fix("rocm"), "cuda") == schedule.Task(0, gpu=True)
+    assert schedule.task(0, fix("cuda"), "rocm") == schedule.Task(0, gpu=True)
+    assert schedule.task(0, fix("rocm", alone=True), "cuda") == schedule.Task(0, gpu=True, alone=False)
+    assert schedule.task(0, fix("rocm", alone=True), "rocm") == schedule.Task(0, gpu=True, alone=True)
     for here in ("rocm", None):  # its own kind, or no GPU known here: as declared
         assert schedule.task(0, fix("rocm"), here) == schedule.Task(0, gpu=True)
     assert schedule.task(0, fix("cpu"), "cuda") == schedule.Task(0, gpu=False)

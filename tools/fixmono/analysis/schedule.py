@@ -4,19 +4,21 @@
 - At most `jobs` run at once, each with cores/jobs threads (OMP_NUM_THREADS,
   which torch reads, unless the caller set it): N torch processes each using
   every core slowed the transformers reproducers 3-10x on 2 cores.
-- A reproducer that needs a GPU (Fix.repro_needs "cuda" or "rocm") holds one
-  of the GPUs while it runs: one at a time per GPU. With several GPUs each
-  sees only its own (CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES). One that
-  needs only a CPU sees no GPU: a "pure jnp" reproducer would otherwise run on
-  the GPU that JAX finds, taking 75% of its memory, beside the GPU ones.
-  Where the GPUs here are of the other kind (a ROCm bug's reproducer on an
-  NVIDIA machine) it cannot show its bug with them: it runs as a CPU one,
-  seeing no GPU, rather than hold the GPU the others need (on an H200 the
-  ROCm-declared batchnorm and TE reproducers held it 25 s of `status --run`).
+- A reproducer that needs a GPU (Fix.repro_needs "cuda" or "rocm") holds a
+  place on one of the GPUs while it runs: `per_gpu` of them at a time per GPU
+  (shared(); their results, not their timings, are what they show: the ones
+  that time things run alone). With several GPUs each sees only its own
+  (CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES). One that needs only a CPU sees
+  no GPU: a "pure jnp" reproducer would otherwise run on the GPU that JAX
+  finds, taking 75% of its memory, beside the GPU ones.
 - A reproducer that needs the machine to itself (Fix.repro_alone: it times
   kernels, or uses every GPU at once) runs with nothing else
   running, every core and every GPU its own: these run first, one by one,
-  before the others start.
+  before the others start. Where the GPUs here are of the other kind (a ROCm
+  bug's reproducer on an NVIDIA machine) it cannot show what it times: it
+  runs beside the others (on an H200 the MIOpen one took 10 s of the machine
+  alone). It still runs on the GPU: as a CPU one, with its share of the cores,
+  the batchnorm reproducer took 89 s instead of 20 s.
 - The others start in the order given, GPU ones first, a CPU one passing a GPU
   one that waits for a GPU; the results come back in the order given,
   whatever order they finished in.
@@ -47,10 +49,11 @@ class Task:
 
 def task(key: Hashable, fix, here: str | None = None) -> Task:
     """The task of `fix`'s reproducer: what its repro_needs and repro_alone declare;
-    `here`: the kind of the GPUs this machine has ("cuda", "rocm"; None: none or unknown)."""
+    `here`: the kind of the GPUs this machine has ("cuda", "rocm"; None: none or unknown):
+    of the other kind, not alone."""
     needs = getattr(fix, "repro_needs", "")
-    gpu = needs in GPU_BACKENDS and (here not in GPU_BACKENDS or needs == here)
-    return Task(key, gpu=gpu, alone=getattr(fix, "repro_alone", False))
+    other_kind = needs in GPU_BACKENDS and here in GPU_BACKENDS and needs != here
+    return Task(key, gpu=needs in GPU_BACKENDS, alone=getattr(fix, "repro_alone", False) and not other_kind)
 
 
 def cores() -> int:
@@ -66,6 +69,16 @@ def gpu_slots(kind: str | None, count: int) -> list[dict[str, str]]:
     given = os.environ.get(name)
     entries = [e.strip() for e in given.split(",")][:count] if given else [str(i) for i in range(count)]
     return [{name: entry} for entry in entries]
+
+
+def shared(slots: Sequence[dict[str, str]], per_gpu: int) -> list[dict[str, str]]:
+    """`per_gpu` places on each GPU of `slots` (gpu_slots), the GPUs taken in turn; where two share one,
+    JAX does not take 75% of its memory at start (XLA_PYTHON_CLIENT_PREALLOCATE, unless set here)."""
+    if per_gpu < 1:
+        raise ValueError(f"per_gpu={per_gpu}: must be 1 or more")
+    share = {} if per_gpu == 1 or "XLA_PYTHON_CLIENT_PREALLOCATE" in os.environ else \
+        {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
+    return [{**slot, **share} for _ in range(per_gpu) for slot in (list(slots) or [{}])]
 
 
 def threads(jobs: int) -> dict[str, str]:

@@ -208,10 +208,10 @@ def with_journal(row: dict, fix: Fix, site: Path, env: Environment) -> dict:
 
 def collect(fixes: list[Fix] | None = None, run_reproducers: bool = False, timeout: float = 600.0,
             site: Path | None = None, env: Environment | None = None, progress=lambda msg: None,
-            jobs: int = 1) -> dict:
+            jobs: int = 1, per_gpu: int = 1) -> dict:
     """The status of `env` (default: this interpreter's environment); with
     `run_reproducers`, each fix's reproducer run, `jobs` at a time as
-    schedule.py orders them (one at a time per GPU here, those that need the
+    schedule.py orders them (`per_gpu` at a time on each GPU here, those that need the
     machine to themselves alone)."""
     fixes = (discover() if run_reproducers else listed()) if fixes is None else fixes  # listed: none loaded
     env = env or Environment.current()
@@ -229,7 +229,8 @@ def collect(fixes: list[Fix] | None = None, run_reproducers: bool = False, timeo
             return found
 
         kind = gpu_kind(env)
-        found = schedule.run([schedule.task(i, fix, kind) for i, fix in enumerate(fixes)], one, jobs, gpu_slots(env))
+        found = schedule.run([schedule.task(i, fix, kind) for i, fix in enumerate(fixes)], one, jobs,
+                              schedule.shared(gpu_slots(env), per_gpu))
         for i, row in enumerate(rows):
             row["reproducer"] = {"status": found[i]["status"], "detail": found[i]["detail"]}
     return {"python": env.prefix, "python_executable": env.python, "python_version": env.version,

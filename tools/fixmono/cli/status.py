@@ -64,7 +64,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per reproducer (--run)")
     p.add_argument("--jobs", type=int, metavar="N",
                    help=f"reproducers at a time, each with cores/N threads (--run; default: the cores, {cores()} here); "
-                        "those that need a GPU one at a time per GPU, those that time things alone")
+                        "those that need a GPU --per-gpu at a time on each GPU, those that time things alone")
+    p.add_argument("--per-gpu", type=int, metavar="N",
+                   help="reproducers that need a GPU run N at a time on each GPU (--run; default 2: they show results, "
+                        "not timings; 1: one at a time)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr (--run)")
     p.add_argument("--diff", action="append", default=[], metavar="FILE",
@@ -86,6 +89,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         raise UserError("--jobs is for --run")
     if args.jobs is not None and args.jobs < 1:
         raise UserError(f"--jobs {args.jobs}: must be 1 or more")
+    if args.per_gpu is not None and not args.run:
+        raise UserError("--per-gpu is for --run")
+    if args.per_gpu is not None and args.per_gpu < 1:
+        raise UserError(f"--per-gpu {args.per_gpu}: must be 1 or more")
+    args.per_gpu = args.per_gpu or 2
     args.jobs = args.jobs or cores()
     return args
 
@@ -101,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.run:
                 progress.total = len(args.diff_fixes or discover())
             return collect(args.diff_fixes, run_reproducers=args.run, timeout=args.timeout, env=env,
-                           progress=progress, jobs=args.jobs), 0
+                           progress=progress, jobs=args.jobs, per_gpu=args.per_gpu), 0
         finally:
             progress.clear()  # before the report, or an error's line
 
