@@ -154,7 +154,7 @@ def test_main_tables_and_json(upstream, tmp_path, capsys):
     assert "| port engine | 1/2 (50%) | 0 | 1 | 0 | 0/1 |" in text
     assert "**differs from git apply where git apply applies: 0**" in text
     assert re.search(r"Speed: the 2 release-branch diffs, CPU seconds: port engine [\d.]+ s.*, git apply [\d.]+ s .*"
-                     r"peak memory of this process .* \d+ MB", text)
+                     r"peak memory: the engine's own \d+ MB .*this process's \d+ MB", text)
     rows = json.loads(out.read_text())
     assert [(r["setting"], r["target"], r[bench.ENGINE]) for r in rows if r["main"] == upstream["scale"]] == [
         ("release", rows[0]["parent"], "identical"), ("older", "v1.0.0", "not-applicable"),

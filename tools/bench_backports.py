@@ -79,6 +79,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tracemalloc
 from collections import Counter
 from pathlib import Path
 
@@ -634,7 +635,8 @@ def sample(items: list, count: int) -> list:
 
 
 def speed(inputs: list[tuple[str, dict, dict]]) -> dict[str, float]:
-    """CPU seconds to parse and port every diff of setting 1 (its files in memory): the engine in this
+    """CPU seconds to parse and port every diff of setting 1 (its files in memory), and the engine's peak
+    memory (`engine peak MB`, Python's allocations traced in a pass of its own): the engine in this
     process (time.process_time) without and with the pre-image, the rewrite cache off (setting 1
     filled it: a warm cache would measure reading it back), and `git apply` in its scratch folder
     (its processes' CPU, getrusage(RUSAGE_CHILDREN): the folder's writes not counted)."""
@@ -652,6 +654,13 @@ def speed(inputs: list[tuple[str, dict, dict]]) -> dict[str, float]:
             text_tool(TOOLS["git apply"], patch, files)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu["git apply"] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        tracemalloc.start()  # a pass of its own: tracing slows what it traces, the CPU seconds above are without it
+        try:
+            for patch, files, pre in inputs:
+                engine(patch, files, pre_images=pre)
+            cpu["engine peak MB"] = tracemalloc.get_traced_memory()[1] / 2**20
+        finally:
+            tracemalloc.stop()
         return cpu
     finally:
         if was is None:
@@ -667,7 +676,8 @@ def speed_line(count: int, cpu: dict[str, float]) -> str:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
     return (f"Speed: the {count} release-branch diffs, CPU seconds: {ENGINE} {cpu[ENGINE]:.2f} s{ratio[ENGINE]}, "
             f"{ENGINE_PRE} {cpu[ENGINE_PRE]:.2f} s{ratio[ENGINE_PRE]}, git apply {plain:.2f} s (its processes); "
-            f"peak memory of this process (the engine, and the benchmark's rows around it) {peak:.0f} MB")
+            f"peak memory: the engine's own {cpu['engine peak MB']:.0f} MB (traced, above its inputs), this process's "
+            f"{peak:.0f} MB (the inputs of all {count} diffs and the benchmark's rows held too)")
 
 
 # --- tables --------------------------------------------------------------------------------------
