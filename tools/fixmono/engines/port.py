@@ -1368,7 +1368,12 @@ def check_no_second_definition(tree: ast.AST, added_rows: list[int], path: str) 
 
 def holds(node: ast.AST, rows: list[int]) -> bool:
     """One of the (sorted) `rows` is a line of the node (a def's decorators too)."""
-    return spans(rows, min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", ())]), node.end_lineno)
+    return spans(rows, first_line(node), node.end_lineno)
+
+
+def first_line(node: ast.AST) -> int:
+    """The node's first line: a decorated def's or class's first decorator's."""
+    return min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", ())])
 
 
 def spans(rows: list[int], first: int, last: int) -> bool:
@@ -1492,7 +1497,7 @@ class Walked:
         self.named = sorted(self.naming)
 
     def __call__(self, node: ast.AST) -> bool:
-        first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", ())])
+        first = first_line(node)
         if spans(self.rows, first, node.end_lineno):
             return True
         named = self.named[bisect.bisect_left(self.named, first):bisect.bisect_right(self.named, node.end_lineno)]
