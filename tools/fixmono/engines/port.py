@@ -34,7 +34,7 @@ import re
 from collections import Counter
 from pathlib import Path
 
-from fixmono.engines import structure, three_way, trees
+from fixmono.engines import structure, structure_cpp, three_way, trees
 from fixmono.engines.structure import without_trailing_commas
 from fixmono.engines.remembered import diff_code, remembered
 from fixmono.model.errors import NotApplicable, TargetSyntaxError, TransformFailed
@@ -458,8 +458,9 @@ class DiffTransform:
         planned = three_way.placements(pre, lines_of(source), self.hunks)
         if planned == three_way.PRESENT:
             return planned, f"its changes stand here where its pre-image ({blob}) has their lines"
-        if planned is None and self.engine == "python":
-            planned = structure.placements(pre, lines_of(source), self.hunks)
+        if planned is None and self.engine in ("python", "cpp"):
+            syntax = structure.PYTHON if self.engine == "python" else structure_cpp.CPP
+            planned = structure.placements(pre, lines_of(source), self.hunks, syntax)
             if planned is not None:
                 return planned, f"placed by the syntax of the diff's pre-image ({blob})"
         if planned is None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import ast
 import io
 import tokenize
+from collections.abc import Callable
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 
@@ -44,6 +45,7 @@ class Unit:
     indent: str  # the first line's
     comments: tuple[str, ...] = ()  # the comments inside a code unit
     spans_lines: bool = False  # a string token over several lines (re-indenting it would change its value)
+    nests: bool = True  # it can head a block (a C/C++ directive at column 0 heads none)
 
 
 def without_trailing_commas(run: list) -> list:
@@ -90,6 +92,7 @@ class Read:
     """A text's lines and units, and the unit each line is in."""
     lines: list[str]
     units: list[Unit]
+    syntax: Syntax
 
     def __post_init__(self):
         self.owner = [0] * len(self.lines)
@@ -105,8 +108,8 @@ class Read:
     def parent(self, n: int) -> int | None:
         """The header of the block unit `n` is in: the nearest code unit above with less indentation."""
         width = len(self.units[n].indent.expandtabs())
-        return next((m for m in range(n - 1, -1, -1)
-                     if self.units[m].code and len(self.units[m].indent.expandtabs()) < width), None)
+        return next((m for m in range(n - 1, -1, -1) if self.units[m].code and self.units[m].nests
+                     and len(self.units[m].indent.expandtabs()) < width), None)
 
 
 @dataclass
@@ -200,8 +203,13 @@ def alike(body: list[str], keys: list[str], spans: list[tuple[int, int]]) -> tup
     return scored[0][1]
 
 
-def defs_of(read: Read, tree) -> dict[tuple[str, ...], tuple[int, int]]:
-    """Qualified def/class name -> (its header's unit, its last unit); a name given twice is left out."""
+def defs_of(read: Read) -> dict[tuple[str, ...], tuple[int, int]] | None:
+    """Qualified def/class name -> (its header's unit, its last unit); a name given twice is left out;
+    None where the text does not parse."""
+    try:
+        tree = parse("".join(read.lines))
+    except (SyntaxError, ValueError):
+        return None
     out: dict = {}
     twice = set()
 
@@ -220,19 +228,21 @@ def defs_of(read: Read, tree) -> dict[tuple[str, ...], tuple[int, int]]:
     return {name: span for name, span in out.items() if name not in twice}
 
 
-def placements(pre_lines: list[str], target_lines: list[str], hunks: tuple[Hunk, ...]) -> list[tuple] | None:
+
+def placements(pre_lines: list[str], target_lines: list[str], hunks: tuple[Hunk, ...],
+               syntax: Syntax | None = None) -> list[tuple] | None:
     """For each hunk (in order): (start, stop, replacement, rows of added lines in it, the hunk as it edits
     the target) on `target_lines`; None where one change cannot be placed by the units."""
+    syntax = syntax or PYTHON
     post_lines, origin, changes = post_image(pre_lines, hunks)
-    units = [units_of(lines) for lines in (pre_lines, post_lines, target_lines)]
+    units = [syntax.units(lines) for lines in (pre_lines, post_lines, target_lines)]
     if None in units:
         return None
-    pre, post, target = (Read(lines, u) for lines, u in zip((pre_lines, post_lines, target_lines), units))
-    try:
-        trees = [parse("".join(lines)) for lines in (pre_lines, target_lines)]
-    except (SyntaxError, ValueError):
+    pre, post, target = (Read(lines, u, syntax) for lines, u in zip((pre_lines, post_lines, target_lines), units))
+    defs = [syntax.defs(read) for read in (pre, target)]
+    if None in defs:
         return None
-    partner = aligned(pre, target, defs_of(pre, trees[0]), defs_of(target, trees[1]))
+    partner = aligned(pre, target, *defs)
     per_hunk: dict[int, list] = {}
     for change in widened(changes, pre, post):
         if len(change.hunks) != 1:
@@ -327,14 +337,15 @@ def merged_in_place(change: Change, first: int, last: int, pre: Read, post: Read
         return None
     texts = ["".join(read.lines[u.start:u.stop]) for read, u in
              ((pre, mine), (post, post.units[post_units[0]]), (target, theirs))]
-    merged = merged_tokens(*texts)
+    merged = merged_tokens(*texts, syntax=pre.syntax)
     return None if merged is None else (theirs.start, theirs.stop, lines_of(merged))
 
 
-def merged_tokens(base: str, ours: str, theirs: str) -> str | None:
+def merged_tokens(base: str, ours: str, theirs: str, syntax: Syntax | None = None) -> str | None:
     """`theirs` (the release's statement) with the edits that make `base` `ours` (the diff's), where no edit
     of `theirs` touches them: the text between the unchanged tokens around each edit is the diff's."""
-    b, o, t = (code_tokens(text) for text in (base, ours, theirs))
+    syntax = syntax or PYTHON
+    b, o, t = (syntax.tokens(text) for text in (base, ours, theirs))
     if b is None or o is None or t is None:
         return None
     words = [[tok.string for tok in side] for side in (b, o, t)]
@@ -355,7 +366,7 @@ def merged_tokens(base: str, ours: str, theirs: str) -> str | None:
         if i1 == 0 or i2 == len(b) or i1 - 1 not in same or i2 not in same:
             return None  # an edit at the statement's edge: no unchanged token on both sides
         start, stop = t[same[i1 - 1]].end, t[same[i2]].start  # offsets in `theirs`
-        if "#" in theirs[start:stop]:
+        if any(mark in theirs[start:stop] for mark in syntax.comment_starts):
             return None  # a comment of the release's where the diff edits
         gap = ours[o[j1 - 1].end:o[j2].start]
         if "\n" in theirs[start:stop] and "\n" not in gap:  # the release breaks the line there: kept
@@ -364,7 +375,7 @@ def merged_tokens(base: str, ours: str, theirs: str) -> str | None:
     expected = list(words[0])
     for _, i1, i2, j1, j2 in sorted(ours_edits + theirs_edits, key=lambda e: -e[1]):
         expected[i1:i2] = (words[1] if (_, i1, i2, j1, j2) in ours_edits else words[2])[j1:j2]
-    found = code_tokens(text)
+    found = syntax.tokens(text)
     return text if found is not None and [tok.string for tok in found] == expected else None
 
 
@@ -453,16 +464,18 @@ def same_blocks(change: Change, pre: Read, post: Read, target: Read, partner: di
     # the added lines in place, read as units: within the module-level statements around them (their headers
     # are there), so that a change costs the lines of its def, not the file's
     t_first, t_last = target.unit_at(lines[0]), target.unit_at(lines[1])
-    w_first = next((n for n in range(t_first - 1, -1, -1) if target.units[n].code and not target.units[n].indent), 0)
-    w_last = next((n for n in range(t_last, len(target.units)) if target.units[n].code and not target.units[n].indent),
-                  len(target.units))
+    def outermost(n: int) -> bool:
+        return target.units[n].code and target.units[n].nests and not target.units[n].indent
+
+    w_first = next((n for n in range(t_first - 1, -1, -1) if outermost(n)), 0)
+    w_last = next((n for n in range(t_last, len(target.units)) if outermost(n)), len(target.units))
     w0 = target.units[w_first].start if target.units else 0
     w1 = target.units[w_last].start if w_last < len(target.units) else len(target.lines)
     spliced = target.lines[w0:lines[0]] + added + target.lines[lines[1]:w1]
-    units = units_of(spliced)
+    units = target.syntax.units(spliced)
     if units is None:
         return False
-    here = Read(spliced, units)
+    here = Read(spliced, units, target.syntax)
     post_first, post_last = post.unit_at(change.post[0]), post.unit_at(change.post[1])
     here_first = here.unit_at(lines[0] - w0)
     if here_first < len(here.units) and here.units[here_first].start != lines[0] - w0 or \
@@ -494,3 +507,16 @@ def same_header(mine: int | None, theirs: int | None, partner: dict, taken: set)
     if mine is None or theirs is None:
         return mine is None and theirs is None
     return partner.get(mine) == theirs or (mine not in partner and theirs not in taken)
+
+
+@dataclass(frozen=True)
+class Syntax:
+    """What the units need of a language: its units, its code tokens with their offsets, its defs by
+    qualified name, and how a comment starts."""
+    units: Callable[[list[str]], list[Unit] | None]
+    tokens: Callable[[str], list[Token] | None]
+    defs: Callable[[Read], dict[tuple[str, ...], tuple[int, int]] | None]
+    comment_starts: tuple[str, ...]
+
+
+PYTHON = Syntax(units_of, code_tokens, defs_of, ("#",))

@@ -1,0 +1,305 @@
+"""The syntax step for C/C++ (engines/structure_cpp.py through engines/structure.py): each case a pre-image,
+the fix made on it, a release that moved on in one way real C++ code does, and the right answer (or a
+refusal: None, and the hunks decide). Our own small files, shaped like library code."""
+from __future__ import annotations
+
+import difflib
+import random
+import re
+
+import pytest
+
+from fixmono.engines import structure
+from fixmono.engines.port import DiffTransform
+from fixmono.engines.structure_cpp import CPP, units_of
+from fixmono.model.patchfile import lines_of, parse_patch
+
+
+def hunks_of(pre: str, post: str, name: str = "gemm.cc") -> tuple:
+    diff = "".join(difflib.unified_diff(lines_of(pre), lines_of(post), f"a/{name}", f"b/{name}"))
+    return parse_patch(diff, "fix.patch").files[0].hunks
+
+
+def ported(pre: str, post: str, target: str) -> str | None:
+    plans = structure.placements(lines_of(pre), lines_of(target), hunks_of(pre, post), CPP)
+    if plans is None:
+        return None
+    lines, offset = lines_of(target), 0
+    for start, stop, replacement, _, _ in plans:
+        lines[start + offset:stop + offset] = replacement
+        offset += len(replacement) - (stop - start)
+    return "".join(lines)
+
+
+PRE = '''#include <cstdint>
+#include "gemm/config.h"
+
+namespace te {
+
+int Workspace(const Config& config, int64_t rows) {
+  int64_t size = rows * config.width;
+  void* ptr = Allocate(size, config.stream);
+  return Register(ptr, size);
+}
+
+int Other(int x) {
+  return x + 1;
+}
+
+}  // namespace te
+'''
+OLD, NEW = "  void* ptr = Allocate(size, config.stream);\n", "  void* ptr = Allocate(size, config.stream, kAligned);\n"
+POST = PRE.replace(OLD, NEW)
+WORKSPACE = ("int Workspace(const Config& config, int64_t rows) {\n  int64_t size = rows * config.width;\n" + OLD
+             + "  return Register(ptr, size);\n}\n")
+
+
+def fixed(text: str, old: str = OLD, new: str = NEW) -> str:
+    assert text.count(old) == 1
+    return text.replace(old, new)
+
+
+PLACED = {  # name: (the release, its right answer)
+    "the function moved into a class (a static method)": (
+        PRE.replace(WORKSPACE, "class Pool {\n public:\n  static " + WORKSPACE.replace("\n", "\n  ").rstrip(" ")
+                    + "};\n"),
+        lambda t: fixed(t, "    void* ptr = Allocate(size, config.stream);\n",
+                        "    void* ptr = Allocate(size, config.stream, kAligned);\n")),
+    "the functions in another order": (
+        PRE.replace(WORKSPACE + "\n", "").replace("}\n\n}  // namespace te", "}\n\n" + WORKSPACE + "\n}  // namespace te"),
+        fixed),
+    "the edited statement split over lines": (
+        PRE.replace(OLD, "  void* ptr = Allocate(size,\n                   config.stream);\n"),
+        lambda t: fixed(t, "  void* ptr = Allocate(size,\n                   config.stream);\n", NEW)),
+    "the header's brace on its own line": (
+        PRE.replace("int Workspace(const Config& config, int64_t rows) {\n",
+                    "int Workspace(const Config& config, int64_t rows)\n{\n"),
+        fixed),
+    "the argument list of the header reflowed": (
+        PRE.replace("int Workspace(const Config& config, int64_t rows) {\n",
+                    "int Workspace(const Config& config,\n              int64_t rows) {\n"),
+        fixed),
+    "a comment and a blank line added above the edit": (
+        PRE.replace(OLD, "\n  // the stream orders the allocation\n" + OLD), fixed),
+    "the function renamed, a statement added below the edit": (
+        PRE.replace("int Workspace(", "int WorkspaceFor(").replace(OLD, OLD + "  Touch(ptr);\n"), fixed),
+    "a statement added above the edit": (PRE.replace(OLD, "  Check(size);\n" + OLD), fixed),
+    "a directive added between the functions": (
+        PRE.replace("int Other(int x) {\n  return x + 1;\n}\n",
+                    "#ifdef USE_OTHER\nint Other(int x) {\n  return x + 1;\n}\n#endif\n"), fixed),
+    "a directive block added above the edited statement's neighbour": (
+        PRE.replace("  int64_t size = rows * config.width;\n",
+                    "#ifdef TE_DEBUG\n  Log(rows);\n#endif\n  int64_t size = rows * config.width;\n"), fixed),
+    "the namespace not there": (
+        PRE.replace("namespace te {\n\n", "").replace("}  // namespace te\n", ""), fixed),
+}
+
+REFUSED = {  # name: the release
+    "the edited statement changed": PRE.replace(OLD, "  void* ptr = Allocate(size, nullptr);\n"),
+    "the edited statement reflowed with a comment in it": PRE.replace(
+        OLD, "  void* ptr = Allocate(size,  // bytes\n                   config.stream);\n"),
+    "both neighbours of the edit changed": PRE.replace(
+        "  int64_t size = rows * config.width;\n" + OLD + "  return Register(ptr, size);\n",
+        "  int64_t size = rows * config.height;\n" + OLD + "  return Register(ptr, size, 0);\n"),
+    "the edit's lines wrapped in a new block": PRE.replace(
+        OLD + "  return Register(ptr, size);\n",
+        "  {\n    std::lock_guard<std::mutex> lock(mu);\n  " + OLD + "    return Register(ptr, size);\n  }\n"),
+    "the function gone, its edited statement elsewhere": PRE.replace(WORKSPACE + "\n", "").replace(
+        "  return x + 1;\n", OLD + "  return x;\n"),
+}
+
+
+@pytest.mark.parametrize("case", PLACED)
+def test_a_release_that_moved_on_gets_the_right_answer(case):
+    release, right = PLACED[case]
+    assert ported(PRE, POST, release) == right(release)
+
+
+@pytest.mark.parametrize("case", REFUSED)
+def test_a_release_whose_edited_code_or_its_place_changed_is_refused(case):
+    assert ported(PRE, POST, REFUSED[case]) is None
+
+
+INSERT_PRE = '''void Step(Batch* batch) {
+  if (batch == nullptr) {
+    return;
+  }
+  float loss = model->Forward(batch);
+  Record(loss);
+}
+'''
+INSERT_POST = INSERT_PRE.replace("  float loss = model->Forward(batch);\n",
+                                 "  float loss = model->Forward(batch);\n  model->Backward(loss);\n")
+
+
+@pytest.mark.parametrize("release, right", [
+    (INSERT_PRE.replace("  float loss = model->Forward(batch);\n", "  float loss =\n      model->Forward(batch);\n"),
+     "  float loss =\n      model->Forward(batch);\n  model->Backward(loss);\n"),
+    (INSERT_PRE.replace("  float loss = model->Forward(batch);\n",
+                        "  float loss = model->Forward(batch);\n  // recorded as is\n"),
+     "  float loss = model->Forward(batch);\n  model->Backward(loss);\n  // recorded as is\n"),
+    (INSERT_PRE.replace("  if (batch == nullptr) {\n    return;\n  }\n", "  if (batch == nullptr)\n  {\n    return;\n  }\n"),
+     "  float loss = model->Forward(batch);\n  model->Backward(loss);\n"),
+], ids=["the statement above reflowed", "a comment line between its neighbours", "a brace of the block above moved"])
+def test_an_insertion_goes_right_after_the_statement_it_follows(release, right):
+    got = ported(INSERT_PRE, INSERT_POST, release)
+    assert got is not None and right in got and got.count("Backward") == 1, got
+
+
+@pytest.mark.parametrize("release", [
+    INSERT_PRE.replace("  float loss = model->Forward(batch);\n",
+                       "  float loss = model->Forward(batch);\n  loss = Mean(loss);\n"),
+    INSERT_PRE.replace("  float loss = model->Forward(batch);\n  Record(loss);\n",
+                       "  float loss = model->Forward(batch);\n  if (loss > 0) {\n    Record(loss);\n  }\n"),
+    INSERT_PRE.replace("    return;\n  }\n  float loss = model->Forward(batch);\n",
+                       "    return;\n    float loss = model->Forward(batch);\n  }\n"),
+    INSERT_PRE.replace("  float loss = model->Forward(batch);\n",
+                       "#ifdef TRAINING\n  float loss = model->Forward(batch);\n#endif\n"),
+], ids=["a statement between its neighbours", "the statement below it now in a block",
+        "the statement above it moved into the block above", "the statement above it now under a directive"])
+def test_an_insertion_whose_place_is_not_one_is_refused(release):
+    assert ported(INSERT_PRE, INSERT_POST, release) is None
+
+
+def test_a_raw_string_over_several_lines_is_not_re_indented():
+    pre = "void F() {\n  int x = 1;\n  Use(x);\n}\n"
+    post = 'void F() {\n  int x = 1;\n  Log(R"(a\nb)");\n  Use(x);\n}\n'
+    target = "struct S {\n  static void F() {\n    int x = 1;\n    Use(x);\n  }\n};\n"
+    assert ported(pre, post, target) is None
+
+
+def test_a_statement_both_changed_takes_both_edits():
+    release = PRE.replace(OLD, "  void* ptr = Allocate(Round(size), config.stream);\n")
+    assert ported(PRE, POST, release) == release.replace(
+        "  void* ptr = Allocate(Round(size), config.stream);\n",
+        "  void* ptr = Allocate(Round(size), config.stream, kAligned);\n")
+
+
+@pytest.mark.parametrize("release", [
+    PRE.replace(OLD, "  void* ptr = Allocate(size, config.stream, kPinned);\n"),
+    PRE.replace(OLD, "  void* ptr = Allocate(Round(size), config.stream /* async */);\n"),
+], ids=["both add at one place", "a comment of the release where the diff edits"])
+def test_a_statement_both_changed_where_the_edits_meet_is_refused(release):
+    assert ported(PRE, POST, release) is None
+
+
+def test_units_are_statements_directives_comments_and_blank_lines():
+    text = ('#define ADD(a, b) \\\n  ((a) + (b))\n/* a block\n   comment */\nint f(int a,\n      int b)\n{\n'
+            '  return ADD(a,\n             b);  // sum\n\n}\n')
+    units = [(u.start, u.stop, u.code, u.key) for u in units_of(lines_of(text))]
+    assert units == [
+        (0, 2, True, "#define ADD ( a , b ) ((a) + (b))"),
+        (2, 4, False, "/* a block comment */"),
+        (4, 7, True, "int f ( int a , int b ) {"),
+        (7, 9, True, "return ADD ( a , b ) ;"),
+        (9, 10, False, ""),
+        (10, 11, True, "}"),
+    ]
+
+
+MODULE = '''#include "pool.h"
+
+namespace te {
+
+Pool::Pool(int size) : size_(size) {
+  blocks_.reserve(size);
+}
+
+int Pool::Take(int want) {
+  if (want > size_) {
+    return -1;
+  }
+  int got = Find(want);
+  size_ -= got;
+  Mark(got, want);
+  return got;
+}
+
+void Pool::Give(int n) {
+  for (int i = 0; i < n; ++i) {
+    Release(i);
+  }
+  size_ += n;
+}
+
+}  // namespace te
+'''
+
+
+def random_edit(rng: random.Random, lines: list[str], among: list[int]) -> tuple[int, str, list[str]]:
+    """(line, kind, the post-image's lines): a statement of `among` replaced by a call, a call added after
+    it, or it removed."""
+    at, kind = rng.choice(among), rng.choice(["replace", "add", "remove"])
+    indent = re.match(r"\s*", lines[at])[0]
+    post = {"replace": lines[:at] + [f"{indent}Trace({at});\n"] + lines[at + 1:],
+            "add": lines[:at + 1] + [f"{indent}Trace({at});\n"] + lines[at + 1:],
+            "remove": lines[:at] + lines[at + 1:]}[kind]
+    return at, kind, post
+
+
+SIMPLE = [n for n, line in enumerate(lines_of(MODULE)) if line.rstrip().endswith(";") and "return -1" not in line]
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_comment_and_blank_lines_added_away_from_the_edit_change_nothing_else(seed):
+    """A whole class of releases: the pre-image with comment and blank lines added between statements,
+    away from the fix's lines; the fix a random statement replaced, added after, or removed."""
+    rng = random.Random(seed)
+    lines = lines_of(MODULE)
+    at, kind, post_lines = random_edit(rng, lines, SIMPLE)
+    spots = [n for n in range(1, len(lines)) if abs(n - at) > 2 and lines[n].strip()]
+    release, right = list(lines), list(post_lines)
+    for n in sorted(rng.sample(spots, 3), reverse=True):
+        note = re.match(r"\s*", lines[n])[0] + f"// note {n}\n"
+        extra = [note, "\n"] if rng.random() < 0.5 else [note]
+        release[n:n] = extra
+        where = n if n < at else n + len(post_lines) - len(lines)
+        right[where:where] = extra
+    assert ported(MODULE, "".join(post_lines), "".join(release)) == "".join(right), (kind, at)
+
+
+def reflowed(line: str) -> list[str] | None:
+    """`x = F(a, b);` as clang-format writes it when it is too long (the arguments under the first), or None
+    where the line has no call of two arguments or more."""
+    match = re.fullmatch(r"(\s*)(.*?\w)\(([^()]+,[^()]+)\);\n", line)
+    if match is None:
+        return None
+    indent, head, args = match[1], match[2], [a.strip() for a in match[3].split(",")]
+    under = " " * (len(indent) + len(head) + 1)
+    return [f"{indent}{head}({args[0]},\n"] + [f"{under}{a},\n" for a in args[1:-1]] + [f"{under}{args[-1]});\n"]
+
+
+CALLS = [n for n, line in enumerate(lines_of(MODULE)) if reflowed(line)]
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_statements_reflowed_over_lines_anywhere_are_one_statement_each(seed):
+    """A whole class of releases: calls written over several lines (the edited statement and its neighbours
+    among them); an untouched statement keeps the release's lines, a replaced one is the fix's line."""
+    rng = random.Random(seed)
+    lines = lines_of(MODULE)
+    at, kind, post = random_edit(rng, lines, SIMPLE)
+    flowed = set(CALLS) if rng.random() < 0.5 else set(CALLS) - {at}
+    release, right = [], []
+    for n, line in enumerate(lines):
+        mine = reflowed(line) if n in flowed else [line]
+        release += mine
+        if n != at:
+            right += mine
+        elif kind == "replace":
+            right.append(re.match(r"\s*", line)[0] + f"Trace({at});\n")
+        elif kind == "add":
+            right += mine + [re.match(r"\s*", line)[0] + f"Trace({at});\n"]
+    assert ported(MODULE, "".join(post), "".join(release)) == "".join(right), (kind, at, sorted(flowed))
+
+
+def test_the_engine_says_the_syntax_placed_a_cpp_change():
+    """Through DiffTransform, as make_patch runs it: the hunks alone refuse (the edited statement is over two
+    lines in the release); with the pre-image the syntax places it and the evidence says so."""
+    release = PRE.replace(OLD, "  void* ptr = Allocate(size,\n                   config.stream);\n")
+    hunks = hunks_of(PRE, POST)
+    with pytest.raises(Exception):
+        DiffTransform("gemm.cc", hunks).rewrite(release)
+    done = DiffTransform("gemm.cc", hunks).rewrite(release, pre_image=PRE, found_in="in the checkout")
+    assert done.source == release.replace("  void* ptr = Allocate(size,\n                   config.stream);\n", NEW)
+    assert done.evidence.startswith("placed by the syntax of the diff's pre-image")
