@@ -5,6 +5,7 @@ never in a sibling with the same body. Diffs made by git from our own text;
 each target is a release-like change of it."""
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 from pathlib import Path
 
@@ -166,3 +167,106 @@ def test_a_cpp_comment_line_the_hunk_removes_is_removed_where_the_context_drifte
     other = drifted.replace("  // TODO: clamp the budget\n", "  // TODO: log the budget\n")
     outcome = apply_change(change, other)  # another comment in its place: not the diff's line, not its post-image
     assert outcome.status is Status.FAILED, outcome.detail
+
+
+# --- what real C/C++ diffs carry (found on TransformerEngine's backports: `git apply` took them, the engine
+# refused): a kernel launch tree-sitter-cpp does not read, a header line git names by an attribute macro,
+# a function whose body tree-sitter cannot read whole. Our own text, shaped like those files.
+
+KERNELS = """#include "kernels.h"
+
+template <typename T>
+__global__ void __launch_bounds__(256) scale_kernel(const T* in, T* out, float s, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    out[i] = in[i] * s;
+  }
+}
+
+void launch_scale(const float* in, float* out, float s, int n, cudaStream_t stream) {
+  dim3 grid((n + 255) / 256);
+  cudaLaunchConfig_t cfg = {grid, 256, 0, stream, NULL, 0};
+  cudaLaunchKernelEx(&cfg, scale_kernel<float>, in, out, s, n);
+  CHECK_CUDA(cudaGetLastError());
+}
+"""
+LAUNCHED = KERNELS.replace(
+    "  cudaLaunchConfig_t cfg = {grid, 256, 0, stream, NULL, 0};\n"
+    "  cudaLaunchKernelEx(&cfg, scale_kernel<float>, in, out, s, n);\n",
+    "  scale_kernel<float><<<grid, 256, 0, stream>>>(in, out, s, n);\n").replace(
+    "    out[i] = in[i] * s;\n", "    out[i] = static_cast<T>(in[i] * s);\n")
+
+DISPATCHED = """#include "dispatch.h"
+
+void Reduce(const Tensor& input, Tensor* output, int splits) {
+  Prepare(input);
+  DISPATCH_TYPE(
+      input.dtype, T, for (int i = 0; i < splits; i++) {
+        const char* mode = std::getenv("REDUCE_MODE");
+        if (mode != nullptr && mode[0] == '1') {
+          ReduceAtomic<T>(input, output, i);
+        } else if (mode != nullptr && mode[0] == '2') {
+          ReduceMultiAtomic<T>(input, output, i);
+          break;
+        } else {
+          ReducePlain<T>(input, output, i);
+        }
+        Advance(output, i);
+        Sync(output);
+        Mark(output, i);
+      });
+  Finish(output);
+}
+"""
+
+
+def transform_of(pre: str, post: str, path: str):
+    import difflib
+
+    from fixmono.engines.port import DiffTransform, blob_id
+    from fixmono.model.patchfile import lines_of
+
+    diff = "".join(difflib.unified_diff(lines_of(pre), lines_of(post), f"a/{path}", f"b/{path}"))
+    return DiffTransform(path, parse_patch(diff, "fix.patch").files[0].hunks, blob_id(pre)[:9])
+
+
+def test_a_diff_onto_its_own_pre_image_applies_at_its_lines():
+    """The file is the diff's pre-image (its blob id): every hunk at its lines, as `git apply` puts it, with
+    no scope to confirm (a header git wrote from another line of the file names none here)."""
+    post = KERNELS.replace("  CHECK_CUDA(cudaGetLastError());\n", "  CHECK_CUDA(cudaPeekAtLastError());\n")
+    transform = transform_of(KERNELS, post, "kernels.cu")
+    transform.hunks = tuple(dataclasses.replace(h, header="void Reduce(const Tensor& input, Tensor* output)")
+                            for h in transform.hunks)  # a function this file lacks
+    done = transform.rewrite(KERNELS)
+    assert done.source == post and done.evidence.startswith("the file is the diff's pre-image")
+
+
+@pytest.mark.parametrize("pre_image", [None, KERNELS], ids=["hunks only", "with the pre-image"])
+def test_cuda_launches_and_qualifiers_are_read_as_cpp(pre_image):
+    """`__global__ void __launch_bounds__(256) scale_kernel(...)` is the function scale_kernel (the header
+    git writes for its hunks names no `__launch_bounds__` scope), and a `<<<grid, ...>>>` launch the diff
+    adds is a call (tree-sitter-cpp does not read CUDA: masked like macros), onto a release that moved."""
+    assert cpp_name("__global__ void __launch_bounds__(256) scale_kernel(const T* in, T* out") == ["scale_kernel"]
+    assert CppScopes(LAUNCHED).errors == 0
+    release = KERNELS.replace('#include "kernels.h"\n', '#include "kernels.h"\n#include "log.h"\n')
+    done = transform_of(KERNELS, LAUNCHED, "kernels.cu").rewrite(release, pre_image=pre_image)
+    assert done.source == LAUNCHED.replace('#include "kernels.h"\n', '#include "kernels.h"\n#include "log.h"\n')
+
+
+@pytest.mark.parametrize("release", [DISPATCHED, DISPATCHED.replace('#include "dispatch.h"\n',
+                                                                    '#include "dispatch.h"\n#include "env.h"\n')],
+                         ids=["the pre-image", "lines added above"])
+def test_a_file_tree_sitter_cannot_read_whole_is_ported_by_its_text(release):
+    """A function whose body is a macro's argument (tree-sitter reads no statement of it): its hunks are
+    placed by their text alone, exactly and once, as `git apply` places them; not refused."""
+    post = DISPATCHED.replace("        Sync(output);\n", "        Sync(output, /*blocking=*/true);\n")
+    done = transform_of(DISPATCHED, post, "reduce.cc").rewrite(release)
+    assert done.source == release.replace("        Sync(output);\n", "        Sync(output, /*blocking=*/true);\n")
+
+
+def test_a_file_tree_sitter_cannot_read_whole_gets_no_guess():
+    """Where its text is not in the file exactly, such a file is refused (no scopes to confirm a guess)."""
+    post = DISPATCHED.replace("        Sync(output);\n", "        Sync(output, /*blocking=*/true);\n")
+    release = DISPATCHED.replace("        Advance(output, i);\n", "        Advance(output, i + 1);\n")
+    with pytest.raises(Exception):
+        transform_of(DISPATCHED, post, "reduce.cc").rewrite(release)

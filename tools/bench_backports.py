@@ -2,6 +2,7 @@
 """The port engine on real upstream backports (issue 34, benchmark b).
 
     .venv/bin/python tools/bench_backports.py GITDIR [GITDIR...] [--limit N] [--verbose] [--json FILE] [--cli N]
+                                              [--lang python|cpp]
 
 GITDIR is a bare clone of an upstream repository. Its pairs (`select_pairs`,
 deterministic): a commit of a release branch (`release/2.5.x`, `release_v2.16`,
@@ -10,7 +11,9 @@ of a main-branch commit: its message says `(cherry picked from commit SHA)`
 with SHA reachable from main, or (repositories that do not use -x) its subject
 ends with a PR number ` (#1234)` and equals the subject of exactly one
 main-branch commit. Kept: main commits that only modify existing `.py` files
-(no added, deleted, renamed or binary files) that exist at the release too.
+(no added, deleted, renamed or binary files) that exist at the release too;
+with `--lang cpp`, main commits that only modify existing C/C++ files instead
+(their `clean` below: tree-sitter finds no parse error the file had not).
 A pair whose two patches are the same text (index lines and hunk line numbers
 ignored) is `trivial`; it is counted, and also reported apart.
 
@@ -85,7 +88,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fixmono.engines.port import DiffTransform, norm  # noqa: E402
+from fixmono.engines.cpp import CppDocument  # noqa: E402
+from fixmono.engines.port import CPP, DiffTransform, norm  # noqa: E402
 from fixmono.engines.uses import unresolved_uses  # noqa: E402
 from fixmono.model.errors import NotApplicable, TargetSyntaxError, TransformFailed, UserError  # noqa: E402
 from fixmono.model.patchfile import parse_patch  # noqa: E402
@@ -167,15 +171,18 @@ def main_branch(gitdir: str) -> str:
     return git(gitdir, "symbolic-ref", "--short", "HEAD").strip()
 
 
-def touched(gitdir: str, sha: str) -> tuple[str, ...] | None:
-    """The files `sha` changes, where all are existing text `.py` files it modifies; else None."""
+LANGUAGES = {"python": (".py",), "cpp": CPP}  # --lang: the files a main commit may modify
+
+
+def touched(gitdir: str, sha: str, suffixes: tuple[str, ...] = (".py",)) -> tuple[str, ...] | None:
+    """The files `sha` changes, where all are existing text files of `suffixes` it modifies; else None."""
     raw = git(gitdir, "diff-tree", "--no-commit-id", "-r", "-M", "--numstat", "--raw", sha).splitlines()
     stats = [line for line in raw if line and not line.startswith(":")]
     modes = [line for line in raw if line.startswith(":")]
     if not modes or any(line.split()[4] != "M" for line in modes) or any(s.startswith("-\t-\t") for s in stats):
         return None
     paths = tuple(line.split("\t", 1)[1] for line in modes)
-    return paths if all(p.endswith(".py") for p in paths) else None
+    return paths if all(p.endswith(suffixes) for p in paths) else None
 
 
 def patch_text(gitdir: str, old: str, new: str, paths: tuple[str, ...]) -> str:
@@ -185,7 +192,7 @@ def patch_text(gitdir: str, old: str, new: str, paths: tuple[str, ...]) -> str:
                      for line in text.splitlines() if not line.startswith("index "))
 
 
-def select_pairs(gitdir: str) -> list[Pair]:
+def select_pairs(gitdir: str, suffixes: tuple[str, ...] = (".py",)) -> list[Pair]:
     """Backports of main-branch commits on the release branches (see the docstring), in branch order."""
     main = main_branch(gitdir)
     on_main = set(git(gitdir, "rev-list", main).split())
@@ -202,7 +209,7 @@ def select_pairs(gitdir: str) -> list[Pair]:
                 continue  # the same commit on two branches: once
             seen.add(sha)
             found, how = origin(gitdir, body, subject, on_main, subjects)
-            paths = touched(gitdir, found) if found else None
+            paths = touched(gitdir, found, suffixes) if found else None
             if not paths or any(show(gitdir, parent, p) is None for p in paths):
                 continue
             trivial = patch_text(gitdir, f"{found}^", found, paths) == patch_text(gitdir, parent, sha, paths)
@@ -442,6 +449,10 @@ def check(result: Result, files: dict[str, str], wanted: dict[str, list]) -> str
     misplaced, a new undefined name."""
     for path, text in result.texts.items():
         if text == files[path]:
+            continue
+        if path.endswith(CPP):  # C/C++: no more tree-sitter parse errors than the file had (all it checks)
+            if (new := len(CppDocument(text).errors())) > (old := len(CppDocument(files[path]).errors())):
+                return f"{path}: does not parse (tree-sitter errors {old} -> {new})"
             continue
         try:
             ast.parse(text)
@@ -745,6 +756,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--verbose", action="store_true", help="print each engine wrong/broken case with a diff")
     p.add_argument("--json", metavar="FILE", help="write one row per attempt here")
     p.add_argument("--no-older", action="store_true", help="setting 1 and the speed only")
+    p.add_argument("--lang", choices=sorted(LANGUAGES), default="python",
+                   help="the main commits kept: those modifying only Python files (the default) or only C/C++ "
+                        "files (there `clean` checks only that tree-sitter finds no new parse error)")
     p.add_argument("--cli", type=int, default=0, metavar="N",
                    help="also run N release-branch pairs through the real command and check it agrees")
     args = p.parse_args(argv)
@@ -753,7 +767,7 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
     release, older, inputs, picked = [], [], [], []
     for gitdir in args.gitdirs:
-        pairs = select_pairs(gitdir)[:args.limit]
+        pairs = select_pairs(gitdir, LANGUAGES[args.lang])[:args.limit]
         print(f"{repo_name(gitdir)}: {len(pairs)} pairs", file=sys.stderr, flush=True)
         for n, pair in enumerate(pairs, 1):
             patch, wanted = main_diff(gitdir, pair)

@@ -26,6 +26,9 @@ _ANNOTATION = re.compile(
     rb"\bABSL_(?:CONST_INIT|NO_THREAD_SAFETY_ANALYSIS|MUST_USE_RESULT|ATTRIBUTE_\w+)\b"
     rb"|\bABSL_(?:PT_)?GUARDED_BY\([^()]*\)|\bABSL_\w*LOCKS_(?:REQUIRED|EXCLUDED)\([^()]*\)")
 _ASSIGN_OR_RETURN = re.compile(rb"\b[A-Z_]*ASSIGN_OR_RETURN[A-Z_]*\(")
+_CUDA_LAUNCH = re.compile(rb"<<<[^;{}]*?>>>")  # kernel<<<grid, block, shared, stream>>>(args): a call once blanked
+_CUDA_ANNOTATION = re.compile(rb"\b__(?:global|device|host|forceinline|noinline|constant|shared|managed|grid_constant)__\b"
+                              rb"|\b__launch_bounds__\([^()]*\)")
 
 
 @lru_cache(maxsize=1)
@@ -78,7 +81,8 @@ def directives(src: bytes) -> list[tuple[int, int, bytes]]:
 def mask(src: bytes) -> bytes:
     """A same-length copy that tree-sitter parses: preprocessor conditionals
     reduced to their first branch, #define bodies, multi-line directives,
-    annotations and the type in ASSIGN_OR_RETURN's first argument blanked."""
+    annotations, CUDA's qualifiers and `<<<...>>>` launch configurations, the type in
+    ASSIGN_OR_RETURN's first argument blanked."""
     out = bytearray(src)
     inactive = []  # one entry per open #if: True once past its first branch
     pos = 0
@@ -97,8 +101,9 @@ def mask(src: bytes) -> bytes:
         pos = end
     if any(inactive):
         _blank(out, pos, len(src))
-    for m in _ANNOTATION.finditer(out):
-        _blank(out, m.start(), m.end())
+    for pattern in (_ANNOTATION, _CUDA_ANNOTATION, _CUDA_LAUNCH):
+        for m in pattern.finditer(out):
+            _blank(out, m.start(), m.end())
     for m in _ASSIGN_OR_RETURN.finditer(bytes(out)):
         first = _first_argument(out, m.end())
         if first:

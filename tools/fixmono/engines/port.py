@@ -156,7 +156,8 @@ def statements(tree: ast.AST):
 
 CPP_SCOPE = re.compile(r"\b(?:class|struct|union|namespace)\s+([A-Za-z_]\w*)")
 CPP_CALLABLE = re.compile(r"([A-Za-z_~][\w~]*)\s*\(")
-CPP_NOT_NAMES = {"if", "for", "while", "switch", "return", "sizeof", "catch", "decltype", "static_assert"}
+CPP_NOT_NAMES = {"if", "for", "while", "switch", "return", "sizeof", "catch", "decltype", "static_assert",
+                 "__launch_bounds__", "__attribute__", "__declspec", "alignas"}  # (attributes: not the name)
 
 
 def cpp_name(line: str) -> list[str]:
@@ -218,6 +219,18 @@ class CppScopes:
         that starts with a letter, `_` or `$`) names `name` (qualifiers included)."""
         line = next((line for line in lines_above(lines, at) if re.match(r"[A-Za-z_$]", line)), None)
         return line is not None and cpp_name(line)[-len(name):] == name
+
+
+def cpp_read(source: str) -> tuple[CppScopes | None, int]:
+    """A C/C++ file's scopes and its parse errors; no scopes where tree-sitter cannot read it whole (a long
+    stretch of macros or #if branches): its hunks are then placed by their text alone, as `git apply` does."""
+    try:
+        found = scopes_of(CppScopes, source)
+    except TargetSyntaxError:
+        from fixmono.engines.cpp import CppDocument
+
+        return None, len(CppDocument(source).errors())
+    return found, found.errors
 
 
 LAST_READ: dict = {}  # (kind, text) -> its scopes: a result is read again by the presence check
@@ -384,8 +397,8 @@ class DiffTransform:
             scopes = Mapped(scopes_of(Scopes, source), source, renames(self.hunks))  # the target must parse
             scopes.removed = removed_defs(self.hunks)
         elif self.engine == "cpp":
-            found = scopes_of(CppScopes, source)
-            scopes, errors = Mapped(found, source), found.errors  # errors as written (macros, #if): not to grow
+            found, errors = cpp_read(source)  # errors as written (macros, #if): not to grow
+            scopes = Mapped(found, source) if found else None
         lines = Lines(lines_of(source))
         changed, present, absent = [], [], []
         offset = drift = 0  # lines added before the next hunk; how far from its named line the last one sat
@@ -439,7 +452,7 @@ class DiffTransform:
             check_result(lambda: trees.parse(source), tree, new, scopes.added(), scopes.shown(), self.path,
                          bound_by([text for hunk in changed for kind, text in hunk.lines if kind == "-"]))
             scopes_of(Scopes, new, tree)  # the presence check reads the result next
-        if changed and self.engine == "cpp" and (after := scopes_of(CppScopes, new).errors) > errors:
+        if changed and self.engine == "cpp" and (after := cpp_read(new)[1]) > errors:
             raise TransformFailed(f"the result would add parse errors ({errors} -> {after}); refusing it")
         return Rewrite(new, len(changed), len(present), tuple(h.label for h in changed), tuple(present),
                        evidence if changed else "")
@@ -447,8 +460,12 @@ class DiffTransform:
     def through_pre_image(self, source: str, pre_image: str | None, is_pre_image: bool, found_in: str = ""):
         """(the hunks' places found by aligning the diff's pre-image to `source`, or None; what placed them)."""
         blob = f"blob {self.old_blob}" if self.old_blob else "no blob named: every hunk stands in it at its line"
-        if is_pre_image:
-            return None, f"the file is the diff's pre-image ({blob})"
+        if is_pre_image:  # every hunk at its own lines, as git apply puts it: no scope to confirm
+            planned = None
+            if three_way.verified(lines_of(source), self.hunks):
+                planned = [(first, first + len(h.old), h.new, added_rows(h), h)
+                           for h in self.hunks for first in [h.start - 1 if h.old else h.start]]
+            return planned, f"the file is the diff's pre-image ({blob})"
         if pre_image is None:
             return None, ""
         pre = lines_of(pre_image)
