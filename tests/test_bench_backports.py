@@ -167,6 +167,24 @@ def test_main_tables_and_json(upstream, tmp_path, capsys):
     assert "| pre-image did not place it (hunks decided) | 1 | 0 | 0 | 0 | 0 | 1 | 0 |" in text
 
 
+def test_rerun_reports_each_verdict_that_changed(upstream, tmp_path, capsys):
+    """--rerun: an earlier --json file's attempts through the engine columns again; the same code gives the
+    same verdicts (exit 0); a row that says otherwise is printed with its verdicts (exit 1)."""
+    out = tmp_path / "rows.json"
+    assert bench.main([upstream["gitdir"], "--json", str(out)]) == 0
+    capsys.readouterr()
+    assert bench.main([upstream["gitdir"], "--rerun", str(out)]) == 0
+    assert capsys.readouterr().out.endswith("0 verdict(s) changed\n")
+    rows = json.loads(out.read_text())
+    first = next(r for r in rows if r["setting"] == "release" and r[bench.ENGINE_PRE] == "identical")
+    first[bench.ENGINE_PRE] = "no"
+    out.write_text(json.dumps(rows))
+    assert bench.main([upstream["gitdir"], "--rerun", str(out), "--tool", bench.ENGINE_PRE]) == 1
+    text = capsys.readouterr().out
+    assert f"{bench.ENGINE_PRE} | release | {first['repo']} {first['main'][:10]}" in text and "| no -> identical |" in text
+    assert text.endswith("1 verdict(s) changed\n")
+
+
 def test_cli_sample_agrees_with_the_in_process_engine(upstream, capsys):
     """--cli N: the pairs (a repository of no catalogue project) through the real command."""
     assert bench.sample(list(range(10)), 3) == [0, 4, 9] and bench.sample([1, 2], 5) == [1, 2]

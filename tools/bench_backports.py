@@ -3,6 +3,7 @@
 
     .venv/bin/python tools/bench_backports.py GITDIR [GITDIR...] [--limit N] [--verbose] [--json FILE] [--cli N]
                                               [--lang python|cpp]
+    .venv/bin/python tools/bench_backports.py GITDIR [GITDIR...] --rerun ROWS.json [--tool COLUMN]
 
 GITDIR is a bare clone of an upstream repository. Its pairs (`select_pairs`,
 deterministic): a commit of a release branch (`release/2.5.x`, `release_v2.16`,
@@ -58,6 +59,12 @@ from GITDIR: it finds the pre-image there; a conflict is `failed`).
    backport's parent): its status must be the in-process engine's, and where
    it applied, the files `git am` of its series gives must be the engine's
    text. Exit 1 where one disagrees.
+
+5. --rerun ROWS.json: instead of the above, every attempt of an earlier --json
+   file through the engine column(s) again (`--tool`, default both) with the
+   code here: the counts before and now, and each attempt whose verdict changed
+   (exit 1 where one did). A change to the engine is checked verdict by verdict
+   this way in about a third of a full run's time.
 
 The engine's evidence per file (Rewrite.evidence, or what it appends to a
 refusal in parentheses: `placed through the diff's pre-image (blob ...)`, `by
@@ -749,6 +756,57 @@ def evidence_table(rows: list[dict], title: str, outcomes: tuple[str, ...]) -> s
     return "\n".join(out) + "\n"
 
 
+def verdict_now(gitdir: str, row: dict, tool: str) -> tuple[str, str]:
+    """An earlier --json row's attempt through the engine column `tool` with the code here: (its verdict as
+    the row would say it, folding `wrong explained` into `wrong` and an unusable clean text into
+    `clean-unusable`; why, where it is not applied)."""
+    pair = Pair(*(row[f.name] for f in dataclasses.fields(Pair)))
+    pair = dataclasses.replace(pair, paths=tuple(pair.paths))
+    patch, wanted = main_diff(gitdir, pair)
+    target = row["target"] if row["setting"] == "older" else pair.parent
+    files = {p: show(gitdir, target, p) for p in pair.paths}
+    read = tree_at(gitdir, target)
+    result = engine(patch, files, read, pre_images(gitdir, pair) if tool == ENGINE_PRE else None)
+    if row["setting"] == "release":
+        truth = {p: show(gitdir, pair.pick, p) for p in pair.paths}
+        return ("identical" if result.texts == truth else "wrong") if result.status == "applied" else "no", \
+            result.message
+    why = check(result, files, wanted) if result.status == "applied" else None
+    verdict = "broken" if why else "clean" if result.status == "applied" else result.status
+    if verdict == "clean" and unusable(read, files, result.texts):
+        verdict = "clean-unusable"
+    return verdict, why or result.message
+
+
+def rerun(rows_file: str, gitdirs: list[str], tools: list[str]) -> int:
+    """--rerun: each attempt of an earlier --json file through the engine columns again, with the code here;
+    the counts before and after, and each attempt whose verdict changed. Exit 1 where one changed."""
+    rows = json.loads(Path(rows_file).read_text())
+    by_repo = {repo_name(g): g for g in gitdirs}
+    changed = 0
+    for tool in tools:
+        before, after = Counter(), Counter()
+        for row in rows:
+            if row.get("missing file") or tool not in row or row["repo"] not in by_repo:
+                continue
+            old = row[tool].replace("wrong explained", "wrong")
+            if old == "clean" and row.get(f"{tool} unusable"):
+                old = "clean-unusable"
+            new, why = verdict_now(by_repo[row["repo"]], row, tool)
+            before[(row["setting"], old)] += 1
+            after[(row["setting"], new)] += 1
+            if new != old:
+                changed += 1
+                print(f"{tool} | {row['setting']} | {row['repo']} {row['main'][:10]} @ "
+                      f"{row.get('target', row['branch'])} | {old} -> {new} | {why[:200]}")
+        for setting in ("release", "older"):
+            print(f"{tool}, {setting}: before " + ", ".join(f"{v} {n}" for (s, v), n in sorted(before.items())
+                                                          if s == setting)
+                  + "; now " + ", ".join(f"{v} {n}" for (s, v), n in sorted(after.items()) if s == setting))
+    print(f"{changed} verdict(s) changed")
+    return 1 if changed else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("gitdirs", nargs="+", metavar="GITDIR", help="a bare clone of an upstream repository")
@@ -761,7 +819,13 @@ def main(argv: list[str] | None = None) -> int:
                         "files (there `clean` checks only that tree-sitter finds no new parse error)")
     p.add_argument("--cli", type=int, default=0, metavar="N",
                    help="also run N release-branch pairs through the real command and check it agrees")
+    p.add_argument("--rerun", metavar="ROWS", help="instead: rerun the engine columns of an earlier --json file's "
+                   "attempts with the code here and print what changed (its GITDIRs given as above)")
+    p.add_argument("--tool", action="append", choices=[ENGINE, ENGINE_PRE],
+                   help="with --rerun: the column(s) to rerun (default both)")
     args = p.parse_args(argv)
+    if args.rerun:
+        return rerun(args.rerun, args.gitdirs, args.tool or [ENGINE_PRE, ENGINE])
     if pyflakes_check is None:
         print("note: pyflakes is not importable: the older-release check runs without its undefined-name test",
               file=sys.stderr)
