@@ -317,7 +317,7 @@ def engine(patch: str, files: dict[str, str], read=None, pre_images: dict[str, s
         return Result("failed", message="half the diff applies: " + "; ".join(messages), evidence=evidence)
     if "applied" not in statuses:
         return Result("already-applied", evidence=evidence)
-    if read is not None and (why := unusable(read, files, out)):
+    if read is not None and (why := unusable(read, files, out, pre_images)):
         return Result("failed", message=why, evidence=evidence)
     return Result("applied", {**files, **out}, evidence=evidence)
 
@@ -482,14 +482,17 @@ def tree_at(gitdir: str, rev: str):
     return read
 
 
-def unusable(read, files: dict[str, str], texts: dict[str, str]) -> str | None:
+def unusable(read, files: dict[str, str], texts: dict[str, str], pre: dict[str, str | None] | None = None) \
+        -> str | None:
     """What a tool's text uses that the tree `read` reads lacks (None: every use is there), its
-    changed files read as the tool wrote them."""
+    changed files read as the tool wrote them; `pre`: the diff's pre-images (C/C++: a function of upstream's
+    file is told apart by them)."""
     def tree(path: str) -> bytes | None:
         return texts[path].encode() if path in texts else read(path)
 
     for path, text in texts.items():
-        if text != files[path] and (problems := unresolved_uses(path, files[path], text, tree, whole_tree=True)):
+        if text != files[path] and (problems := unresolved_uses(path, files[path], text, tree, whole_tree=True,
+                                                                pre_image=(pre or {}).get(path))):
             return f"{path}: {problems[0]}"
     return None
 
@@ -594,14 +597,14 @@ def older_rows(gitdir: str, pair: Pair, patch: str, wanted: dict, verbose: bool)
             continue
         row["removed lines present"] = all(removed[p] <= {line.strip() for line in files[p].splitlines()}
                                            for p in removed)
-        read = tree_at(gitdir, tag)
-        results = port_all(patch, files, read, pre_images(gitdir, pair), gitdir)
+        read, pre = tree_at(gitdir, tag), pre_images(gitdir, pair)
+        results = port_all(patch, files, read, pre, gitdir)
         with_evidence(row, results)
         for tool, result in results.items():
             why = check(result, files, wanted) if result.status == "applied" else None
             row[tool] = "broken" if why else "clean" if result.status == "applied" else result.status
             row[f"{tool} why"] = why or result.message
-            row[f"{tool} unusable"] = unusable(read, files, result.texts) if row[tool] == "clean" else None
+            row[f"{tool} unusable"] = unusable(read, files, result.texts, pre) if row[tool] == "clean" else None
             if verbose and row[f"{tool} unusable"]:
                 print(f"\n#### {pair.repo} {pair.main[:10]} @ {tag}: {tool} clean, not usable: "
                       f"{row[f'{tool} unusable']}")
@@ -766,14 +769,15 @@ def verdict_now(gitdir: str, row: dict, tool: str) -> tuple[str, str]:
     target = row["target"] if row["setting"] == "older" else pair.parent
     files = {p: show(gitdir, target, p) for p in pair.paths}
     read = tree_at(gitdir, target)
-    result = engine(patch, files, read, pre_images(gitdir, pair) if tool == ENGINE_PRE else None)
+    pre = pre_images(gitdir, pair)
+    result = engine(patch, files, read, pre if tool == ENGINE_PRE else None)
     if row["setting"] == "release":
         truth = {p: show(gitdir, pair.pick, p) for p in pair.paths}
         return ("identical" if result.texts == truth else "wrong") if result.status == "applied" else "no", \
             result.message
     why = check(result, files, wanted) if result.status == "applied" else None
     verdict = "broken" if why else "clean" if result.status == "applied" else result.status
-    if verdict == "clean" and unusable(read, files, result.texts):
+    if verdict == "clean" and unusable(read, files, result.texts, pre):
         verdict = "clean-unusable"
     return verdict, why or result.message
 

@@ -7,6 +7,8 @@ import dataclasses
 from typing import Callable
 
 from fixmono.apply.remembered_uses import unresolved_uses
+from fixmono.engines.port import CPP
+from fixmono.engines.uses_cpp import unresolved_calls
 from fixmono.model.errors import NotApplicable, TargetSyntaxError, TransformFailed, Unreadable
 from fixmono.model.fix import FileChange, Fix
 from fixmono.model.outcome import FileOutcome, FixOutcome, Status
@@ -88,7 +90,7 @@ def apply_fix(fix: Fix, read: Callable[[str], bytes | None],
     the file a diff was made on and where it was found, where it is at hand (apply/run.found_pre_image).
     A diff's result must use only what the tree has (check_uses; `whole_tree`:
     `read` reads every file). `fixed_point`: as apply_change's."""
-    outcomes, before = [], {}
+    outcomes, before, pre_images = [], {}, {}
     for change in fix.changes:
         if hasattr(change.transform, "place"):  # a file the fix adds, deletes or renames: judged by presence
             outcomes += change.transform.place(read)
@@ -103,15 +105,19 @@ def apply_fix(fix: Fix, read: Callable[[str], bytes | None],
         except Unreadable as err:
             outcomes.append(FileOutcome(change.path, Status.FAILED, str(err)))
             continue
-        outcomes.append(apply_change(change, text, pre_image_of(change, pre_image), fixed_point))
+        found = pre_image_of(change, pre_image)
+        outcomes.append(apply_change(change, text, found, fixed_point))
         before[change.path] = text
-    return summarise(fix, check_uses(fix, tuple(outcomes), before, read, whole_tree))
+        if found is not None:
+            pre_images[change.path] = found[0]
+    return summarise(fix, check_uses(fix, tuple(outcomes), before, read, whole_tree, pre_images))
 
 
 def check_uses(fix: Fix, outcomes: tuple[FileOutcome, ...], before: dict[str, str], read,
-               whole_tree: bool) -> tuple[FileOutcome, ...]:
+               whole_tree: bool, pre_images: dict[str, str] | None = None) -> tuple[FileOutcome, ...]:
     """A diff's applied file fails where its added lines use what the tree lacks
-    (engines/uses.py, remembered: apply/remembered_uses.py), the other files read as the fix leaves them. Only a
+    (engines/uses.py, remembered: apply/remembered_uses.py; C/C++: engines/uses_cpp.py, which also says what
+    it could not check), the other files read as the fix leaves them. Only a
     result that is whole: where a file fails or is missing, that is the answer."""
     if any(f.status not in (Status.APPLIED, Status.ALREADY_APPLIED) for f in outcomes if not f.optional):
         return outcomes
@@ -124,8 +130,16 @@ def check_uses(fix: Fix, outcomes: tuple[FileOutcome, ...], before: dict[str, st
     checked = []
     for f in outcomes:
         if f.status is Status.APPLIED and f.path in judged and f.path in before:
-            problems = unresolved_uses(f.path, before[f.path].removeprefix(BOM), f.new_text.removeprefix(BOM), tree,
-                                       whole_tree)
+            old, new = before[f.path].removeprefix(BOM), f.new_text.removeprefix(BOM)
+            if f.path.endswith(CPP):
+                problems, unchecked = unresolved_calls(f.path, old, new, tree, (pre_images or {}).get(f.path))
+                if unchecked and not problems:
+                    note = (f"not checked: the added call(s) {', '.join(f'`{n}`' for n in unchecked[:5])}"
+                            f"{' ...' if len(unchecked) > 5 else ''} (no file of this tree names them; a system or "
+                            "library header may declare them)")
+                    f = dataclasses.replace(f, detail=f"{f.detail}; {note}", unchecked=note)
+            else:
+                problems = unresolved_uses(f.path, old, new, tree, whole_tree)
             if problems:
                 f = FileOutcome(f.path, Status.FAILED, f"{f.path}: {problems[0]}")
         checked.append(f)

@@ -42,7 +42,7 @@ def digest(data: bytes | None) -> str | None:
 
 def unresolved_uses(path: str, old_text: str, new_text: str, read: Callable[[str], bytes | None],
                     whole_tree: bool = False) -> list[str]:
-    """engines.uses.unresolved_uses, or what it gave before for the same texts,
+    """engines.uses.unresolved_uses of a Python file, or what it gave before for the same texts,
     path and code where every file it read then reads the same now."""
     if not enabled() or not path.endswith(".py"):
         return uses.unresolved_uses(path, old_text, new_text, read, whole_tree)

@@ -225,11 +225,12 @@ def report(args: argparse.Namespace, job: publish.Job, written: bool) -> dict:
 
 def evidence(outcome) -> dict:
     """For a diff's port: what placed each changed file's hunks (engines/three_way.py), "hunks only"
-    where their own lines did."""
+    where their own lines did; and what the uses check could not resolve (C/C++ calls), where any."""
     diffs = {c.path for c in outcome.fix.changes if isinstance(c.transform, DiffTransform)}
     placed = {f.path: f.evidence or "hunks only" for f in outcome.files
               if f.path in diffs and f.status is Status.APPLIED}
-    return {"evidence": placed} if diffs else {}
+    unchecked = {f.path: f.unchecked for f in outcome.files if f.unchecked}
+    return ({"evidence": placed} | ({"not checked": unchecked} if unchecked else {})) if diffs else {}
 
 
 def wheel_read(upstream) -> dict | None:

@@ -7,7 +7,8 @@ callback, never imported. Everything that cannot be resolved for sure is
 taken as there: a star import, a module or class `__getattr__`, `setattr`, a
 name given as a string, a base class or decorator this module cannot read, a
 module that is not a readable file (compiled, not materialised). A miss is
-reported only where it is certain. Python only: C/C++ files are not checked.
+reported only where it is certain. C/C++ files: their added calls, best
+effort (uses_cpp.py).
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import functools
 import posixpath
 from typing import Callable
 
-from fixmono.engines.port import FUNCTIONS, scope_names
+from fixmono.engines.port import CPP, FUNCTIONS, scope_names
 from fixmono.engines.trees import parse
 
 Read = Callable[[str], "bytes | None"]
@@ -30,12 +31,19 @@ SAFE_DEF_DECORATORS = {"staticmethod", "classmethod", "abstractmethod", "final",
 SOURCES = (".py", ".pyi", ".pyx", ".pxd")
 
 
-def unresolved_uses(path: str, old_text: str, new_text: str, read: Read, whole_tree: bool = False) -> list[str]:
+def unresolved_uses(path: str, old_text: str, new_text: str, read: Read, whole_tree: bool = False,
+                    pre_image: str | None = None) -> list[str]:
     """What the lines `new_text` adds to `old_text` (the file at `path`) use and
     the tree lacks, one line each ("the change reads `self.x` (line 3), which
     `C` never sets in this release"). `read(path)` gives another file of the
     tree (None: not there); `whole_tree`: every file can be read, so a module
-    that reads as None is not there (else it may just not be at hand)."""
+    that reads as None is not there (else it may just not be at hand).
+    C/C++ files: the calls they add (uses_cpp.py; `pre_image`: the file the
+    diff was made on, which tells a function of upstream's file apart)."""
+    if path.endswith(CPP):
+        from fixmono.engines.uses_cpp import unresolved_calls
+
+        return unresolved_calls(path, old_text, new_text, read, pre_image)[0]
     if not path.endswith(".py"):
         return []
     try:

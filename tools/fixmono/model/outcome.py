@@ -24,6 +24,7 @@ class FileOutcome:
     absent: bool = False  # the file is not in the tree at all
     partly: str = ""  # for a file where some sites were already fixed: which, and what the patch adds
     evidence: str = ""  # Rewrite.evidence: what placed a diff's hunks
+    unchecked: str = ""  # what its added lines use that the uses check could not resolve (C/C++ calls)
 
 
 @dataclass(frozen=True)
