@@ -303,3 +303,16 @@ def test_the_engine_says_the_syntax_placed_a_cpp_change():
     done = DiffTransform("gemm.cc", hunks).rewrite(release, pre_image=PRE, found_in="in the checkout")
     assert done.source == release.replace("  void* ptr = Allocate(size,\n                   config.stream);\n", NEW)
     assert done.evidence.startswith("placed by the syntax of the diff's pre-image")
+
+
+def test_two_changes_in_one_statement_over_lines_are_one_change():
+    """A macro call over lines holding two of the diff's changes that add lines (TransformerEngine's kernel
+    dispatch shape), statements over two lines below it: widening the first change to its statement must
+    take in the second (it once widened past it and looped forever, the two sides' lines never again
+    starting statements at once)."""
+    pre = ("void F(Tensor a) {\n  DISPATCH(\n      a.dtype, T,\n      Run<T>(a);\n      Done(a););\n"
+           "  Next(a,\n       a);\n  Tail(a,\n       a); }\n")
+    post = pre.replace("      a.dtype, T,\n", "      a.dtype, T,\n      Grid grid(a);\n").replace(
+        "      Done(a););\n", "      Done(a);\n      Sync(grid););\n")
+    release = "// Copyright\n" + pre
+    assert ported(pre, post, release) == "// Copyright\n" + post

@@ -140,15 +140,22 @@ def post_image(pre: list[str], hunks: tuple[Hunk, ...]) -> tuple[list[str], list
 
 def widened(changes: list[Change], pre: Read, post: Read) -> list[Change]:
     """Each change over whole units on both sides (the unchanged lines it takes in are the same on both);
-    changes that come to touch are one."""
+    changes that come to touch are one (a unit over both: widening one takes in the other, so the lines
+    beyond stay the same on both sides)."""
     out: list[Change] = []
-    for change in changes:
-        (a, b), (c, d), hunks = change.pre, change.post, set(change.hunks)
+    at = 0
+    while at < len(changes):
+        (a, b), (c, d), hunks = changes[at].pre, changes[at].post, set(changes[at].hunks)
+        at += 1
         while True:
             if out and a <= out[-1].pre[1]:  # into (or onto) the change before: one change
                 last = out.pop()
                 a, c, hunks = last.pre[0], last.post[0], hunks | last.hunks
-            if a not in pre.starts or c not in post.starts:
+            if at < len(changes) and b >= changes[at].pre[0]:  # into (or onto) the change after
+                (_, b), (_, d) = changes[at].pre, changes[at].post
+                hunks |= changes[at].hunks
+                at += 1
+            elif a not in pre.starts or c not in post.starts:
                 a, c = a - 1, c - 1
             elif b not in pre.starts or d not in post.starts:
                 b, d = b + 1, d + 1
