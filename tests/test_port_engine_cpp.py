@@ -270,3 +270,37 @@ def test_a_file_tree_sitter_cannot_read_whole_gets_no_guess():
     release = DISPATCHED.replace("        Advance(output, i);\n", "        Advance(output, i + 1);\n")
     with pytest.raises(Exception):
         transform_of(DISPATCHED, post, "reduce.cc").rewrite(release)
+
+
+HEADER = """#ifndef LIB_COMM_H_
+#define LIB_COMM_H_
+
+void reduce_bf16(void *input, void *output, int num_inputs, int input_size, cudaStream_t stream);
+
+void send_all(const int src, const size_t src_offset, const int dst, const size_t dst_offset,
+              const size_t bytes, int tp_rank,
+              int tp_size, communicator *comm, cudaStream_t stream);
+
+void recv_all(const int src, const size_t src_offset, const int dst, const size_t dst_offset,
+              const size_t bytes, int tp_rank,
+              int tp_size, communicator *comm, cudaStream_t stream);
+
+#endif  // LIB_COMM_H_
+"""
+
+
+def test_prototypes_over_lines_in_a_header_are_no_scope():
+    """A header of prototypes (TransformerEngine's userbuffers.h shape): the hunk shows `void send_all(...`
+    above its change and git names `void reduce_bf16(...` (cut at 80 characters) as its section; neither is
+    a function defined here, and neither encloses anything. Onto a release with a line added above, the
+    hunk goes where its text is, as `git apply` puts it."""
+    post = HEADER.replace("              int tp_size, communicator *comm", "              int tp_size, int world_rank, "
+                          "communicator *comm")
+    transform = transform_of(HEADER, post, "lib/comm.h")
+    transform.hunks = tuple(dataclasses.replace(
+        h, header="void reduce_bf16(void *input, void *output, int num_inputs, int input_size, cuda")
+        for h in transform.hunks)
+    release = HEADER.replace("#define LIB_COMM_H_\n", "#define LIB_COMM_H_\n#include <cstddef>\n")
+    transform.old_blob = None  # not known to be the pre-image: placed by the hunks' own lines
+    done = transform.rewrite(release)
+    assert done.source == post.replace("#define LIB_COMM_H_\n", "#define LIB_COMM_H_\n#include <cstddef>\n")

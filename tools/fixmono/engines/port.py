@@ -69,12 +69,24 @@ def cpp_scope_of(hunk: Hunk) -> list[str]:
     first change, at the left margin as git's default header takes them, with
     no closing brace at the margin between: it encloses the change."""
     first = next((i for i, (k, _) in enumerate(hunk.lines) if k != " "), 0)
-    for kind, text in reversed(hunk.lines[:first]):
+    for at in range(first - 1, -1, -1):
+        text = hunk.lines[at][1]
         if text.startswith("}"):
             return []
         if re.match(r"[A-Za-z_$]", text) and (name := cpp_name(text)):
-            return name
+            return [] if declares_only(hunk.lines[at:]) else name
     return []
+
+
+def declares_only(rows) -> bool:
+    """The statement the first row begins ends in `;` before any `{` (as the file was): a declaration (a
+    prototype over lines), which encloses nothing."""
+    for kind, text in rows:
+        code = re.sub(r"/\*.*?\*/|//.*", "", text) if kind != "+" else ""
+        ends = [at for at in (code.find(";"), code.find("{")) if at >= 0]
+        if ends:
+            return code[min(ends)] == ";"
+    return False
 
 
 def header_name(hunk: Hunk) -> str | None:
@@ -727,9 +739,10 @@ def place(hunk: Hunk, lines: list[str], expected: int, scopes: "Mapped | None", 
     wanted = scopes.as_here(scope_of(hunk) if python else cpp_scope_of(hunk))
     header = scopes.as_here(([header_name(hunk)] if header_name(hunk) else []) if python
                             else [] if wanted else cpp_name(hunk.header))
-    if header and not wanted and not scopes.has(header) and (header[-1] in scopes.removed or
-                                                             hunk.header.strip() in {x.strip() for x in lines}):
-        header = []  # a def the diff itself removes (the text may be applied), or a line not a def here (a string)
+    if header and not wanted and not scopes.has(header) and (
+            header[-1] in scopes.removed or any(x.strip().startswith(hunk.header.strip()) for x in lines)):
+        header = []  # a def the diff itself removes (the text may be applied), or a line not a def here (a string,
+        # a C/C++ prototype; git cuts a header line at 80 characters)
     if (wanted and not scopes.has(wanted)) or (header and not scopes.has(header) and not wanted):
         missing = wanted[-1] if wanted else "::".join(header)
         if not any(scopes.norm(t) and scopes.norm(t) in {scopes.norm(x) for x in lines}
