@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from fixmono.apply.contract import apply_change
-from fixmono.engines.port import CppScopes, cpp_name, diff_fix
+from fixmono.engines.port import CppScopes, DiffTransform, blob_id, cpp_name, diff_fix
 from fixmono.model.outcome import Status
 from fixmono.model.patchfile import parse_patch
+from fixmono.testing import hunks_between
 
 PATH = "xla/service/worker.cc"
 BASE = """#include "xla/service/worker.h"
@@ -220,14 +221,8 @@ void Reduce(const Tensor& input, Tensor* output, int splits) {
 """
 
 
-def transform_of(pre: str, post: str, path: str):
-    import difflib
-
-    from fixmono.engines.port import DiffTransform, blob_id
-    from fixmono.model.patchfile import lines_of
-
-    diff = "".join(difflib.unified_diff(lines_of(pre), lines_of(post), f"a/{path}", f"b/{path}"))
-    return DiffTransform(path, parse_patch(diff, "fix.patch").files[0].hunks, blob_id(pre)[:9])
+def transform_of(pre: str, post: str, path: str) -> DiffTransform:
+    return DiffTransform(path, hunks_between(pre, post, path), blob_id(pre)[:9])
 
 
 def test_a_diff_onto_its_own_pre_image_applies_at_its_lines():

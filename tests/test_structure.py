@@ -3,30 +3,16 @@ fix made on it, a release that moved on in one way real code does, and the right
 None, and the hunks decide). Our own small modules, shaped like library code."""
 from __future__ import annotations
 
-import difflib
 import random
 import re
 
 import pytest
 
-from fixmono.engines import structure
-from fixmono.model.patchfile import lines_of, parse_patch
+from fixmono.model.patchfile import lines_of
+from fixmono.testing import hunks_between, ported_by_syntax
 
 
-def hunks_of(pre: str, post: str) -> tuple:
-    diff = "".join(difflib.unified_diff(lines_of(pre), lines_of(post), "a/m.py", "b/m.py"))
-    return parse_patch(diff, "fix.patch").files[0].hunks
-
-
-def ported(pre: str, post: str, target: str) -> str | None:
-    plans = structure.placements(lines_of(pre), lines_of(target), hunks_of(pre, post))
-    if plans is None:
-        return None
-    lines, offset = lines_of(target), 0
-    for start, stop, replacement, _, _ in plans:
-        lines[start + offset:stop + offset] = replacement
-        offset += len(replacement) - (stop - start)
-    return "".join(lines)
+ported = ported_by_syntax
 
 
 PRE = '''import os
@@ -192,7 +178,7 @@ def test_a_string_over_several_lines_is_not_re_indented():
 def test_one_statement_edited_by_two_hunks_is_refused():
     pre = "call(\n" + "".join(f"    a{n},\n" for n in range(12)) + ")\n"
     post = pre.replace("    a0,\n", "    b0,\n").replace("    a11,\n", "    b11,\n")
-    assert len(hunks_of(pre, post)) == 2
+    assert len(hunks_between(pre, post)) == 2
     assert ported(pre, post, pre.replace("call(\n", "call(  \n")) is None
 
 

@@ -3,32 +3,19 @@ the fix made on it, a release that moved on in one way real C++ code does, and t
 refusal: None, and the hunks decide). Our own small files, shaped like library code."""
 from __future__ import annotations
 
-import difflib
 import random
 import re
 
 import pytest
 
-from fixmono.engines import structure
 from fixmono.engines.port import DiffTransform
 from fixmono.engines.structure_cpp import CPP, units_of
-from fixmono.model.patchfile import lines_of, parse_patch
-
-
-def hunks_of(pre: str, post: str, name: str = "gemm.cc") -> tuple:
-    diff = "".join(difflib.unified_diff(lines_of(pre), lines_of(post), f"a/{name}", f"b/{name}"))
-    return parse_patch(diff, "fix.patch").files[0].hunks
+from fixmono.model.patchfile import lines_of
+from fixmono.testing import hunks_between, ported_by_syntax
 
 
 def ported(pre: str, post: str, target: str) -> str | None:
-    plans = structure.placements(lines_of(pre), lines_of(target), hunks_of(pre, post), CPP)
-    if plans is None:
-        return None
-    lines, offset = lines_of(target), 0
-    for start, stop, replacement, _, _ in plans:
-        lines[start + offset:stop + offset] = replacement
-        offset += len(replacement) - (stop - start)
-    return "".join(lines)
+    return ported_by_syntax(pre, post, target, CPP)
 
 
 PRE = '''#include <cstdint>
@@ -297,7 +284,7 @@ def test_the_engine_says_the_syntax_placed_a_cpp_change():
     """Through DiffTransform, as make_patch runs it: the hunks alone refuse (the edited statement is over two
     lines in the release); with the pre-image the syntax places it and the evidence says so."""
     release = PRE.replace(OLD, "  void* ptr = Allocate(size,\n                   config.stream);\n")
-    hunks = hunks_of(PRE, POST)
+    hunks = hunks_between(PRE, POST, "gemm.cc")
     with pytest.raises(Exception):
         DiffTransform("gemm.cc", hunks).rewrite(release)
     done = DiffTransform("gemm.cc", hunks).rewrite(release, pre_image=PRE, found_in="in the checkout")

@@ -513,3 +513,27 @@ class RayCluster:
         for proc in self.nodes:
             proc.wait()
         shutil.rmtree(self.temp, ignore_errors=True)
+
+
+def hunks_between(pre: str, post: str, path: str = "m.py") -> tuple:
+    """The hunks of a unified diff of two texts (difflib's: no index line, no section header)."""
+    from fixmono.model.patchfile import lines_of, parse_patch
+
+    diff = "".join(difflib.unified_diff(lines_of(pre), lines_of(post), f"a/{path}", f"b/{path}"))
+    return parse_patch(diff, "fix.patch").files[0].hunks
+
+
+def ported_by_syntax(pre: str, post: str, target: str, syntax=None) -> str | None:
+    """The diff pre -> post placed on `target` by the syntax step alone (engines/structure.py; `syntax`: its
+    language, Python by default), or None where it places nothing."""
+    from fixmono.engines import structure
+    from fixmono.model.patchfile import lines_of
+
+    plans = structure.placements(lines_of(pre), lines_of(target), hunks_between(pre, post), syntax)
+    if plans is None:
+        return None
+    lines, offset = lines_of(target), 0
+    for start, stop, replacement, _, _ in plans:
+        lines[start + offset:stop + offset] = replacement
+        offset += len(replacement) - (stop - start)
+    return "".join(lines)
