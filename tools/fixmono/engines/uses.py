@@ -13,13 +13,13 @@ effort (uses_cpp.py).
 from __future__ import annotations
 
 import ast
-import difflib
 import functools
 import posixpath
 from typing import Callable
 
 from fixmono.engines.port import CPP, FUNCTIONS, scope_names
 from fixmono.engines.trees import parse
+from fixmono.model.patchfile import new_line_numbers
 
 Read = Callable[[str], "bytes | None"]
 UNKNOWN = object()  # could not be resolved: taken as there
@@ -50,7 +50,7 @@ def unresolved_uses(path: str, old_text: str, new_text: str, read: Read, whole_t
         old, new = parse(old_text), parse(new_text)
     except (SyntaxError, ValueError):
         return []
-    rows = added_rows(old_text, new_text)
+    rows = new_line_numbers(old_text, new_text)
     if not rows:
         return []
     tree = Tree(read, whole_tree, {path: new})
@@ -61,16 +61,6 @@ def unresolved_uses(path: str, old_text: str, new_text: str, read: Read, whole_t
     had = {key for key, _, _ in uses(Module(tree, path, old))}  # read only where needed: a big file costs
     return list(dict.fromkeys(problem.replace("(line)", f"(line {line})")
                               for key, line, problem in found if key not in had))
-
-
-def added_rows(old_text: str, new_text: str) -> set[int]:
-    """The line numbers (from 1) of `new_text` that are not `old_text`'s."""
-    old, new = old_text.splitlines(), new_text.splitlines()
-    rows = set()
-    for tag, _, _, j1, j2 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
-        if tag in ("insert", "replace"):
-            rows.update(range(j1 + 1, j2 + 1))
-    return rows
 
 
 def name_of(node: ast.AST) -> str:

@@ -19,6 +19,7 @@ import re
 from typing import Callable
 
 from fixmono.engines.cpp import CppDocument
+from fixmono.model.patchfile import new_line_numbers
 
 Read = Callable[[str], "bytes | None"]
 WORD = re.compile(r"[A-Za-z_]\w*")
@@ -30,9 +31,7 @@ def unresolved_calls(path: str, old_text: str, new_text: str, read: Read,
                      pre_image: str | None = None) -> tuple[list[str], list[str]]:
     """(the calls `new_text` adds to `old_text` that the tree certainly lacks, one line each; the names of
     those it could not check)."""
-    from fixmono.engines.uses import added_rows
-
-    rows = added_rows(old_text, new_text)
+    rows = new_line_numbers(old_text, new_text)
     if not rows:
         return [], []
     doc = CppDocument(new_text)

@@ -20,6 +20,8 @@ by `read_patches` in order.
 """
 from __future__ import annotations
 
+import difflib
+
 import dataclasses
 import email.parser
 import email.utils
@@ -429,3 +431,13 @@ def mail_header(text: str) -> dict:
         (message.get("Origin") or "").strip() or None
     return {"author": message.get("From") or message.get("Author"), "date": date, "subject": subject,
             "body": body, "origin": origin}
+
+
+def new_line_numbers(old_text: str, new_text: str) -> set[int]:
+    """The line numbers (from 1) of `new_text` that are not `old_text`'s."""
+    old, new = old_text.splitlines(), new_text.splitlines()
+    rows = set()
+    for tag, _, _, j1, j2 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
+        if tag in ("insert", "replace"):
+            rows.update(range(j1 + 1, j2 + 1))
+    return rows
