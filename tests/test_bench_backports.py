@@ -147,6 +147,34 @@ def test_checks_find_broken_text(upstream):
         assert (found is None) if why is None else (why in found), (why, found)
 
 
+CPP_PRE = """#include "ops.h"
+
+int Scale(int value, int factor) {
+  int total = value * factor;
+  return total;
+}
+
+int Shift(int value, int by) {
+  int moved = value + by;
+  return moved;
+}
+"""
+
+
+def test_cpp_checks_find_broken_text():
+    """--lang cpp's `clean`: a line put into another function, or a text tree-sitter reads worse, is broken;
+    the main commit's own text is clean."""
+    line = "  total = Clamp(total);\n"
+    post = CPP_PRE.replace("  int total = value * factor;\n", "  int total = value * factor;\n" + line)
+    wanted = {"ops.cc": bench.added_lines(CPP_PRE, post, "ops.cc")}
+    assert wanted["ops.cc"] == [("total = Clamp(total);", ("Scale",))]
+    elsewhere = CPP_PRE.replace("  int moved = value + by;\n", "  int moved = value + by;\n" + line)
+    for text, why in ((post, None), (elsewhere, "misplaced"), (post.replace("return total;", "return total"),
+                                                                "does not parse")):
+        found = bench.check(bench.Result("applied", {"ops.cc": text}), {"ops.cc": CPP_PRE}, wanted)
+        assert (found is None) if why is None else (why in found), (why, found)
+
+
 def test_main_tables_and_json(upstream, tmp_path, capsys):
     out = tmp_path / "rows.json"
     assert bench.main([upstream["gitdir"], "--json", str(out)]) == 0

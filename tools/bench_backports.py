@@ -14,7 +14,9 @@ ends with a PR number ` (#1234)` and equals the subject of exactly one
 main-branch commit. Kept: main commits that only modify existing `.py` files
 (no added, deleted, renamed or binary files) that exist at the release too;
 with `--lang cpp`, main commits that only modify existing C/C++ files instead
-(their `clean` below: tree-sitter finds no parse error the file had not).
+(their `clean` below: tree-sitter finds no parse error the file had not, and
+every added line is in the same function/class chain as in the main commit,
+tree-sitter's, where the file can be read whole).
 A pair whose two patches are the same text (index lines and hunk line numbers
 ignored) is `trivial`; it is counted, and also reported apart.
 
@@ -96,7 +98,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from fixmono.engines.cpp import CppDocument  # noqa: E402
-from fixmono.engines.port import CPP, DiffTransform, norm  # noqa: E402
+from fixmono.engines.port import CPP, CppScopes, DiffTransform, norm, norm_cpp  # noqa: E402
 from fixmono.engines.uses import unresolved_uses  # noqa: E402
 from fixmono.model.errors import NotApplicable, TargetSyntaxError, TransformFailed, UserError  # noqa: E402
 from fixmono.model.patchfile import parse_patch  # noqa: E402
@@ -380,33 +382,41 @@ def pre_images(gitdir: str, pair: Pair) -> dict[str, str | None]:
 
 # --- checks --------------------------------------------------------------------------------------
 
-def chains(source: str) -> list[tuple[int, int, str]]:
+def chains(source: str, path: str = "m.py") -> list[tuple[int, int, str]]:
+    """(first line, last line, name) of every def and class (C/C++: function, class, struct, namespace, the
+    parts of a qualified name each; none where tree-sitter cannot read the file whole)."""
+    if path.endswith(CPP):
+        try:
+            return sorted((start, end, name) for start, end, _, name in CppScopes(source).spans)
+        except TargetSyntaxError:
+            return []
     tree = ast.parse(source)
     return sorted((n.lineno, n.end_lineno, n.name) for n in ast.walk(tree)
                   if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)))
 
 
-def added_lines(before: str, after: str) -> list[tuple[str, tuple[str, ...]]]:
+def added_lines(before: str, after: str, path: str = "m.py") -> list[tuple[str, tuple[str, ...]]]:
     """The lines `after` adds to `before` (code only, as tokens), each with its def/class chain in `after`."""
     old, new = before.splitlines(), after.splitlines()
-    spans = chains(after)
+    spans = chains(after, path)
+    code = norm_cpp if path.endswith(CPP) else norm
     out = []
     matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
     for tag, _, _, j1, j2 in matcher.get_opcodes():
         if tag in ("insert", "replace"):
             for j in range(j1, j2):
-                if norm(new[j]):
-                    out.append((norm(new[j]), tuple(name for s, e, name in spans if s <= j + 1 <= e)))
+                if code(new[j]):
+                    out.append((code(new[j]), tuple(name for s, e, name in spans if s <= j + 1 <= e)))
     return out
 
 
-def misplaced(before: str, after: str, wanted: list[tuple[str, tuple]]) -> str | None:
+def misplaced(before: str, after: str, wanted: list[tuple[str, tuple]], path: str = "m.py") -> str | None:
     """Where an added line lies in another def/class chain than in the main commit (None: none does)."""
     where: dict[str, set] = {}
     for text, chain in wanted:
         where.setdefault(text, set()).add(chain)
-    names = {name for _, _, name in chains(before)}
-    for text, chain in added_lines(before, after):
+    names = {name for _, _, name in chains(before, path)}
+    for text, chain in added_lines(before, after, path):
         if text not in where or not any(c.isalnum() for c in text):
             continue  # a line the diff does not add, or a lone `)`: difflib's choice of line, not judged
         if any(not all(name in names for name in c) for c in where[text]):
@@ -457,9 +467,11 @@ def check(result: Result, files: dict[str, str], wanted: dict[str, list]) -> str
     for path, text in result.texts.items():
         if text == files[path]:
             continue
-        if path.endswith(CPP):  # C/C++: no more tree-sitter parse errors than the file had (all it checks)
+        if path.endswith(CPP):  # C/C++: no more tree-sitter parse errors than the file had, and no line misplaced
             if (new := len(CppDocument(text).errors())) > (old := len(CppDocument(files[path]).errors())):
                 return f"{path}: does not parse (tree-sitter errors {old} -> {new})"
+            if (why := misplaced(files[path], text, wanted[path], path)) is not None:
+                return f"{path}: misplaced: {why}"
             continue
         try:
             ast.parse(text)
@@ -514,7 +526,7 @@ def main_diff(gitdir: str, pair: Pair) -> tuple[str, dict[str, list]]:
     for path in pair.paths:
         before, after = show(gitdir, f"{pair.main}^", path), show(gitdir, pair.main, path)
         try:
-            wanted[path] = added_lines(before or "", after or "")
+            wanted[path] = added_lines(before or "", after or "", path)
         except (SyntaxError, ValueError):
             wanted[path] = []  # the main commit's own file does not parse: nothing to compare scopes with
     return patch, wanted
@@ -820,7 +832,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-older", action="store_true", help="setting 1 and the speed only")
     p.add_argument("--lang", choices=sorted(LANGUAGES), default="python",
                    help="the main commits kept: those modifying only Python files (the default) or only C/C++ "
-                        "files (there `clean` checks only that tree-sitter finds no new parse error)")
+                        "files (there `clean`: no new tree-sitter parse error, no added line in another function)")
     p.add_argument("--cli", type=int, default=0, metavar="N",
                    help="also run N release-branch pairs through the real command and check it agrees")
     p.add_argument("--rerun", metavar="ROWS", help="instead: rerun the engine columns of an earlier --json file's "
