@@ -15,8 +15,8 @@ main-branch commit. Kept: main commits that only modify existing `.py` files
 (no added, deleted, renamed or binary files) that exist at the release too;
 with `--lang cpp`, main commits that only modify existing C/C++ files instead
 (their `clean` below: tree-sitter finds no parse error the file had not, and
-every added line is in the same function/class chain as in the main commit,
-tree-sitter's, where the file can be read whole).
+every added line is in the same function as in the main commit, tree-sitter's,
+where the file can be read whole).
 A pair whose two patches are the same text (index lines and hunk line numbers
 ignored) is `trivial`; it is counted, and also reported apart.
 
@@ -383,11 +383,12 @@ def pre_images(gitdir: str, pair: Pair) -> dict[str, str | None]:
 # --- checks --------------------------------------------------------------------------------------
 
 def chains(source: str, path: str = "m.py") -> list[tuple[int, int, str]]:
-    """(first line, last line, name) of every def and class (C/C++: function, class, struct, namespace, the
-    parts of a qualified name each; none where tree-sitter cannot read the file whole)."""
+    """(first line, last line, name) of every def and class (C/C++: every function, by its own name; none
+    where tree-sitter cannot read the file whole: a namespace or class span it reads past a parse error
+    would call a line moved that is not)."""
     if path.endswith(CPP):
         try:
-            return sorted((start, end, name) for start, end, _, name in CppScopes(source).spans)
+            return sorted(CppScopes(source).functions)
         except TargetSyntaxError:
             return []
     tree = ast.parse(source)
