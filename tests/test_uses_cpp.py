@@ -145,3 +145,16 @@ def test_make_patch_onto_a_release_branch_fails_naming_the_call(tmp_path):
     assert proc.returncode == 1, proc.stderr
     (result,) = json.loads(proc.stdout)["runs"][0]["results"]
     assert result["status"] == "failed" and "the change calls `Round`" in result["detail"], result
+
+
+@pytest.mark.parametrize("include", ['"/dev/zero"', '"../../../../etc/passwd"', "</proc/self/environ>"])
+def test_an_include_outside_the_tree_is_never_read(include):
+    asked = []
+
+    def read(path):
+        asked.append(path)
+        return TREE[path].encode() if path in TREE else None
+
+    new = with_call("Publish(total);").replace("#include <vector>\n", f"#include {include}\n")
+    assert unresolved_calls(PATH, SCALE, new, read, PRE_IMAGE) == ([], ["Publish"])
+    assert asked and not any(p.startswith(("/", "..")) for p in asked), asked

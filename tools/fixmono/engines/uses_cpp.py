@@ -121,4 +121,5 @@ def candidates(includer: str, name: str, quoted: bool) -> list[str]:
         out += [posixpath.join(folder, name), posixpath.join(folder, "include", name)]
         folder = posixpath.dirname(folder)
     out += [name, posixpath.join("include", name)]
-    return [posixpath.normpath(c) for c in dict.fromkeys(out) if not posixpath.normpath(c).startswith("..")]
+    found = (posixpath.normpath(c) for c in dict.fromkeys(out))
+    return [c for c in found if not c.startswith(("..", "/"))]  # never a file outside the tree (`/dev/zero`)
