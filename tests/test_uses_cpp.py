@@ -14,6 +14,7 @@ from fixmono.apply.contract import apply_fix
 from fixmono.engines.port import diff_fix
 from fixmono.engines.uses import unresolved_uses
 from fixmono.engines.uses_cpp import unresolved_calls
+from fixmono.model.errors import Unreadable
 from fixmono.model.outcome import Status
 from fixmono.model.patchfile import parse_patch
 from fixmono.testing import make_patch
@@ -158,3 +159,14 @@ def test_an_include_outside_the_tree_is_never_read(include):
     new = with_call("Publish(total);").replace("#include <vector>\n", f"#include {include}\n")
     assert unresolved_calls(PATH, SCALE, new, read, PRE_IMAGE) == ([], ["Publish"])
     assert asked and not any(p.startswith(("/", "..")) for p in asked), asked
+
+
+def test_a_header_the_tree_cannot_read_leaves_the_call_not_checked():
+    """A quoted header that is a symlink or over the size cap (the checkout's read refuses it): what it
+    declares is not known, so a call nothing else names is not checked, never failed, and nothing raises."""
+    def read(path):
+        if path == "lib/util/check.h":
+            raise Unreadable(f"{path} is a symlink at HEAD; patch the file it points to")
+        return TREE[path].encode() if path in TREE else None
+
+    assert unresolved_calls(PATH, SCALE, with_call("total = Round(total);"), read, PRE_IMAGE) == ([], ["Round"])

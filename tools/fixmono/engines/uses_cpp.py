@@ -99,9 +99,9 @@ def headers_naming(path: str, text: str, read: Read, wanted: set[str], seen: set
             places = candidates(includer, name, kind == '"')
             if any(place in done for place in places):
                 continue  # read already
-            found = next(((place, data) for place in places if (data := read(place)) is not None), None)
-            if found is None:
-                unfound += [f'"{name}"'] if kind == '"' else []
+            found = first_readable(read, places)
+            if found is None or found is UNREADABLE:
+                unfound += [f'"{name}"'] if kind == '"' or found is UNREADABLE else []
                 continue
             if len(done) >= MAX_HEADERS:
                 return unfound + [f"more than {MAX_HEADERS} headers"]
@@ -110,6 +110,22 @@ def headers_naming(path: str, text: str, read: Read, wanted: set[str], seen: set
             seen.update(WORD.findall(header))
             todo.append((found[0], header))
     return unfound
+
+
+UNREADABLE = object()
+
+
+def first_readable(read: Read, places: list[str]):
+    """(place, bytes) of the first of `places` the tree has; None where it has none; UNREADABLE where the
+    first it has cannot be read (a symlink, over the size cap): what that header names is not known."""
+    for place in places:
+        try:
+            data = read(place)
+        except Exception:  # noqa: BLE001 -- the reader's refusal, whatever its kind: not known
+            return UNREADABLE
+        if data is not None:
+            return place, data
+    return None
 
 
 def candidates(includer: str, name: str, quoted: bool) -> list[str]:
