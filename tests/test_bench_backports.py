@@ -175,6 +175,23 @@ def test_cpp_checks_find_broken_text():
         assert (found is None) if why is None else (why in found), (why, found)
 
 
+def test_lang_keeps_the_commits_of_that_language_only(tmp_path):
+    """--lang: a main commit is kept where every file it modifies is of the language asked."""
+    repo = tmp_path / "repo"
+    (repo / "pkg").mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "config", "user.email", "t@example.com")
+    git(repo, "config", "user.name", "T")
+    commit(repo, V1_0, "start", {"pkg/ops.cu": CPP_PRE, "pkg/ops.h": "int Scale(int, int);\n"})
+    cuda = commit(repo, V1_0, "cuda only", {"pkg/ops.cu": CPP_PRE + "// fixed\n", "pkg/ops.h": "int Scale(int v, int f);\n"})
+    both = commit(repo, V1_2, "both", {"pkg/ops.cu": CPP_PRE})
+    python = commit(repo, FIXED, "python only")
+    assert bench.touched(str(repo / ".git"), cuda, bench.LANGUAGES["cpp"]) == ("pkg/ops.cu", "pkg/ops.h")
+    for sha, lang in ((cuda, "python"), (both, "cpp"), (both, "python"), (python, "cpp")):
+        assert bench.touched(str(repo / ".git"), sha, bench.LANGUAGES[lang]) is None, lang
+    assert bench.touched(str(repo / ".git"), python, bench.LANGUAGES["python"]) == ("pkg/trainer.py",)
+
+
 def test_main_tables_and_json(upstream, tmp_path, capsys):
     out = tmp_path / "rows.json"
     assert bench.main([upstream["gitdir"], "--json", str(out)]) == 0
