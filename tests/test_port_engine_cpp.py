@@ -13,6 +13,7 @@ import pytest
 
 from fixmono.apply.contract import apply_change
 from fixmono.engines.port import CppScopes, DiffTransform, blob_id, cpp_name, diff_fix
+from fixmono.model.errors import TransformFailed
 from fixmono.model.outcome import Status
 from fixmono.model.patchfile import parse_patch
 from fixmono.testing import hunks_between
@@ -286,16 +287,54 @@ void recv_all(const int src, const size_t src_offset, const int dst, const size_
 
 def test_prototypes_over_lines_in_a_header_are_no_scope():
     """A header of prototypes (TransformerEngine's userbuffers.h shape): the hunk shows `void send_all(...`
-    above its change and git names `void reduce_bf16(...` (cut at 80 characters) as its section; neither is
-    a function defined here, and neither encloses anything. Onto a release with a line added above, the
-    hunk goes where its text is, as `git apply` puts it."""
+    above its change; it is no function defined here and encloses nothing. Onto a release with a line added
+    above, the hunk goes where its text is, as `git apply` puts it."""
     post = HEADER.replace("              int tp_size, communicator *comm", "              int tp_size, int world_rank, "
                           "communicator *comm")
     transform = transform_of(HEADER, post, "lib/comm.h")
-    transform.hunks = tuple(dataclasses.replace(
-        h, header="void reduce_bf16(void *input, void *output, int num_inputs, int input_size, cuda")
-        for h in transform.hunks)
     release = HEADER.replace("#define LIB_COMM_H_\n", "#define LIB_COMM_H_\n#include <cstddef>\n")
     transform.old_blob = None  # not known to be the pre-image: placed by the hunks' own lines
     done = transform.rewrite(release)
     assert done.source == post.replace("#define LIB_COMM_H_\n", "#define LIB_COMM_H_\n#include <cstddef>\n")
+
+
+MOVED_AWAY = """#include "ops.h"
+
+static void Foo(int a);
+
+static void Bar(int a)
+{
+  int b = a + 1;
+  Log(b);
+  Check(b);
+  Setup();
+  Run(a);
+  Finish();
+}
+
+static void Foo(int a)
+{
+  int b = a * 2;
+  Log(b);
+  Check(b);
+  Setup();
+  Run(a);
+  Finish();
+}
+"""
+
+
+@pytest.mark.parametrize("pre_image", [None, MOVED_AWAY], ids=["hunks only", "with the pre-image"])
+def test_a_fix_of_a_function_moved_away_is_never_put_into_its_look_alike(tmp_path, pre_image):
+    """Foo's definition moved to another file in the release, its prototype stayed, and Bar's body has the
+    lines of Foo's the hunk shows: git's header `static void Foo(int a)` begins the prototype's line, but
+    names Foo, which is not here. Refused, never placed in Bar (found by a review: a prefix match of the
+    header once let it through)."""
+    at = MOVED_AWAY.rindex("  Run(a);\n")
+    post = MOVED_AWAY[:at] + "  Run(a, kSafe);\n" + MOVED_AWAY[at + len("  Run(a);\n"):]
+    diff = git_diff(tmp_path, MOVED_AWAY, post)
+    assert "@@ static void Foo(int a)" in diff
+    (hunk_file,) = parse_patch(diff, "foo.patch").files
+    release = MOVED_AWAY[:MOVED_AWAY.index("static void Foo(int a)\n{")]
+    with pytest.raises(TransformFailed):
+        DiffTransform(PATH, hunk_file.hunks).rewrite(release, pre_image=pre_image)

@@ -739,10 +739,11 @@ def place(hunk: Hunk, lines: list[str], expected: int, scopes: "Mapped | None", 
     wanted = scopes.as_here(scope_of(hunk) if python else cpp_scope_of(hunk))
     header = scopes.as_here(([header_name(hunk)] if header_name(hunk) else []) if python
                             else [] if wanted else cpp_name(hunk.header))
-    if header and not wanted and not scopes.has(header) and (
-            header[-1] in scopes.removed or any(x.strip().startswith(hunk.header.strip()) for x in lines)):
-        header = []  # a def the diff itself removes (the text may be applied), or a line not a def here (a string,
-        # a C/C++ prototype; git cuts a header line at 80 characters)
+    if header and not wanted and not scopes.has(header) and (header[-1] in scopes.removed or
+                                                             hunk.header.strip() in {x.strip() for x in lines}):
+        header = []  # a def the diff itself removes (the text may be applied), or a line not a def here (a string)
+        # (never a line the header only begins: `static void Foo(int a);` is the prototype of a Foo defined
+        # elsewhere now, whose hunk must not go where its lines stand in another function)
     if (wanted and not scopes.has(wanted)) or (header and not scopes.has(header) and not wanted):
         missing = wanted[-1] if wanted else "::".join(header)
         if not any(scopes.norm(t) and scopes.norm(t) in {scopes.norm(x) for x in lines}
