@@ -303,3 +303,19 @@ def test_two_changes_in_one_statement_over_lines_are_one_change():
         "      Done(a););\n", "      Done(a);\n      Sync(grid););\n")
     release = "// Copyright\n" + pre
     assert ported(pre, post, release) == "// Copyright\n" + post
+
+
+@pytest.mark.parametrize("pre, old, new, release_old", [
+    ('#define LOG(x) printf("value:  %d\\n", x)\nvoid F(int v) {\n  LOG(v);\n}\n',
+     'printf("value:', 'fprintf(stderr, "value:', '"value:  %d', ),
+    ('void F(int v) {\n  Print("a  b", v);\n  Done();\n}\n', '  Done();\n', '  Done(v);\n', '"a  b"'),
+], ids=["in a macro body", "in a string the diff's change neighbours"])
+def test_white_space_inside_a_literal_is_the_literal(pre, old, new, release_old):
+    """A release that changed only the spaces inside a string literal changed the literal: a statement
+    holding it is not the pre-image's (found by review: a macro body's spaces were collapsed whole)."""
+    release = pre.replace(release_old, release_old.replace("  ", " "))
+    post = pre.replace(old, new)
+    got = ported(pre, post, release)
+    if got is not None:  # placed: the release's literal kept, the diff's change made
+        assert release_old.replace("  ", " ") in got and new in got, got
+    assert ported(pre, post, release) != post

@@ -31,6 +31,7 @@ OPENS, CLOSES = {"(", "["}, {")", "]"}
 class Leaf:
     text: str
     comment: bool
+    literal: bool  # a string or char literal: its text is its value, compared as written
     first: int  # its first line (0-based)
     last: int  # its last line
     start: int  # byte offsets in the text
@@ -50,17 +51,26 @@ def leaves(data: bytes) -> list[Leaf]:
         if node.end_byte > node.start_byte:  # (a MISSING token has no text)
             (first, _), (last, column) = node.start_point, node.end_point
             text = data[node.start_byte:node.end_byte].decode("utf-8", "replace")
-            out.append(Leaf(text, node.type == "comment", first, max(first, last - (column == 0)),
-                            node.start_byte, node.end_byte))
+            out.append(Leaf(text, node.type == "comment", node.type in ATOMIC, first,
+                            max(first, last - (column == 0)), node.start_byte, node.end_byte))
         while not cursor.goto_next_sibling():
             if not cursor.goto_parent():
                 return out
 
 
-def key_of(text: str) -> str:
-    """A token as a key: a macro body's white space and line continuations collapsed; `>>` as two `>`
-    (tree-sitter lexes it either way by what it parsed around it)."""
-    return "> >" if text == ">>" else " ".join(text.replace("\\\n", " ").split())
+LITERALS = re.compile(r'''("(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*')''')
+
+
+def key_of(leaf: Leaf) -> str:
+    """A token as a key: a literal as written; a macro body's white space and line continuations collapsed
+    outside the literals in it; `>>` as two `>` (tree-sitter lexes it either way by what it parsed around)."""
+    if leaf.literal:
+        return leaf.text
+    if leaf.text == ">>":
+        return "> >"
+    parts = LITERALS.split(leaf.text)  # code, literal, code, ...
+    return "".join(part if n % 2 else " ".join(part.replace("\\\n", " ").split()) + " " for n, part in
+                   enumerate(parts)).strip()
 
 
 def units_of(lines: list[str]) -> list[Unit] | None:
@@ -105,13 +115,13 @@ def units_of(lines: list[str]) -> list[Unit] | None:
 
 def unit(lines: list[str], on_line: list[list[Leaf]], start: int, stop: int, is_directive: bool) -> Unit:
     found = [leaf for n in range(start, stop) for leaf in on_line[n]]
-    code = [leaf.text for leaf in found if not leaf.comment]
+    code = [leaf for _, leaf in without_trailing_commas([(leaf.text, leaf) for leaf in found if not leaf.comment])]
     if not code:
         if stop - start == 1:
             return trivia(start, lines[start])
         return Unit(start, stop, " ".join(line.strip() for line in lines[start:stop]), False,
                     re.match(r"[ \t]*", lines[start])[0])
-    return Unit(start, stop, " ".join(key_of(t) for t in without_trailing_commas(code)), True,
+    return Unit(start, stop, " ".join(key_of(leaf) for leaf in code), True,
                 re.match(r"[ \t]*", lines[start])[0], tuple(leaf.text for leaf in found if leaf.comment),
                 any(leaf.last > leaf.first for leaf in found if not leaf.comment), nests=not is_directive)
 
