@@ -288,3 +288,8 @@ def test_statements_reflowed_over_lines_anywhere_are_one_statement_each(seed):
             right += mine + [f"{indent}trace({at})\n"]
     got = ported(MODULE, "".join(post), "".join(release))
     assert got == "".join(right), (kind, at, sorted(flowed))
+
+
+def test_a_crlf_release_gets_crlf_lines():
+    release = "# generated\n" + PRE.replace("\n", "\r\n")
+    assert ported(PRE, POST, release) == "# generated\n" + POST.replace("\n", "\r\n")

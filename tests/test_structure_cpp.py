@@ -319,3 +319,11 @@ def test_white_space_inside_a_literal_is_the_literal(pre, old, new, release_old)
     if got is not None:  # placed: the release's literal kept, the diff's change made
         assert release_old.replace("  ", " ") in got and new in got, got
     assert ported(pre, post, release) != post
+
+
+def test_a_crlf_release_gets_crlf_lines():
+    """The diff made on LF text, the release written with CRLF (a Windows checkout): the lines the syntax
+    step puts there take the release's line breaks (found by review: they came as LF)."""
+    release = "// generated\n" + PRE.replace("\n", "\r\n")
+    got = ported(PRE, POST, release)
+    assert got == "// generated\n" + POST.replace("\n", "\r\n")

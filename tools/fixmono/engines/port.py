@@ -42,7 +42,7 @@ from fixmono.model.errors import UserError
 from fixmono.model.fix import Dep3, FileChange, Fix, Rewrite
 from fixmono.model.limits import target_over_cap
 from fixmono.model.outcome import FileOutcome, Status
-from fixmono.model.patchfile import FileDiff, Hunk, PatchFile, git_blob_id, lines_of, resolve_strip
+from fixmono.model.patchfile import FileDiff, Hunk, PatchFile, ending, git_blob_id, lines_of, resolve_strip
 from fixmono.model.projects import PROJECTS, any_project
 
 MAX_TRIM = 3  # context lines `patch --fuzz=3` may ignore at each end; here only with the scope confirmed
@@ -110,10 +110,6 @@ norm_cpp = functools.partial(norm, comment="//")  # C/C++: `#` lines are preproc
 
 def indent_of(line: str) -> str:
     return line[:len(line) - len(line.lstrip(" \t"))]
-
-
-def ending(line: str) -> str:
-    return "\r\n" if line.endswith("\r\n") else "\n" if line.endswith("\n") else ""
 
 
 class Scopes:

@@ -30,7 +30,7 @@ from difflib import SequenceMatcher
 
 from fixmono.engines.three_way import repeats_changed
 from fixmono.engines.trees import parse
-from fixmono.model.patchfile import Hunk, lines_of
+from fixmono.model.patchfile import Hunk, ending, lines_of
 
 SKIPPED = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
            tokenize.ENCODING, tokenize.ENDMARKER}
@@ -316,6 +316,9 @@ def placed(change: Change, pre: Read, post: Read, target: Read, partner: dict[in
             return None
     shift = indentation(pre, target, partner, [n for n in (*removed, above, below) if n is not None])
     added = None if shift is None else moved_by(post, change.post, shift)
+    if added is not None and target.lines:  # the release's line breaks (a CRLF file stays CRLF)
+        eol = ending(target.lines[min(start, len(target.lines) - 1)]) or "\n"
+        added = [line[:len(line) - len(ending(line))] + eol if ending(line) else line for line in added]
     if added is None or not same_blocks(change, pre, post, target, partner, origin, (start, stop), added):
         return None
     return start, stop, added

@@ -441,3 +441,8 @@ def new_line_numbers(old_text: str, new_text: str) -> set[int]:
         if tag in ("insert", "replace"):
             rows.update(range(j1 + 1, j2 + 1))
     return rows
+
+
+def ending(line: str) -> str:
+    """A line's line break: "\r\n", "\n", or "" (the file's last line without one)."""
+    return "\r\n" if line.endswith("\r\n") else "\n" if line.endswith("\n") else ""
