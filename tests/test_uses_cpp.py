@@ -170,3 +170,17 @@ def test_a_header_the_tree_cannot_read_leaves_the_call_not_checked():
         return TREE[path].encode() if path in TREE else None
 
     assert unresolved_calls(PATH, SCALE, with_call("total = Round(total);"), read, PRE_IMAGE) == ([], ["Round"])
+
+
+@pytest.mark.parametrize("change", [
+    ("#include <vector>\n", "#include <vector>\n#include <lib/api.h>\n"),  # a project header not found
+    ("#include <vector>\n", "#include <vector>\n#include LIB_EXTRA_HEADER\n"),  # computed
+    ('#include "scale.h"\n', '#include "scale.h"\n#define DECLARE(n) float n##_op(float)\n'),  # ## names
+], ids=["an angle include not in the tree", "a computed include", "a name made by ##"])
+def test_what_may_hide_a_declaration_leaves_the_call_not_checked(change):
+    """Found by review: the release may declare the helper where the check cannot see (TE includes
+    `<transformer_engine/gemm.h>` from `common/include/`, a folder no file of `pytorch/` is under)."""
+    old = SCALE.replace(*change)
+    new = with_call("total = Round(total);", old)
+    tree = {k: v for k, v in TREE.items() if k != "include/lib/api.h"} | {PATH: old}
+    assert unresolved_calls(PATH, old, new, read(tree), PRE_IMAGE) == ([], ["Round"])

@@ -8,7 +8,9 @@ anywhere counts: a miss is reported only where no text of the file or its
 headers names it at all. Such a call is then
 - certainly missing where the diff's pre-image defines or declares the name
   itself (a function of upstream's file that this release's file lacks) and
-  every quoted include was found: the port fails, naming it;
+  nothing read could hide it: every include found in the tree (the standard
+  library's aside), none computed (`#include MACRO`), no name made by `##`:
+  the port fails, naming it;
 - else not checked (it may come from a header the tree does not hold, such as
   <cuda_runtime.h> or a library's): said beside the result, never a failure.
 The tree is read through a callback, never built or compiled."""
@@ -24,6 +26,20 @@ from fixmono.model.patchfile import new_line_numbers
 Read = Callable[[str], "bytes | None"]
 WORD = re.compile(r"[A-Za-z_]\w*")
 INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*([<"])([^>"\n]+)[>"]', re.M)
+COMPUTED_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[^<"\s]', re.M)  # `#include SOME_MACRO`
+# the standard library's headers: not in a project's tree, and no name a diff's pre-image defines comes from them
+STANDARD = frozenset("""algorithm any array atomic barrier bit bitset cassert ccomplex cctype cerrno cfenv cfloat
+    charconv chrono cinttypes ciso646 climits clocale cmath codecvt compare complex concepts condition_variable
+    coroutine csetjmp csignal cstdalign cstdarg cstdbool cstddef cstdint cstdio cstdlib cstring ctgmath ctime
+    cuchar cwchar cwctype deque exception execution expected filesystem format forward_list fstream functional
+    future initializer_list iomanip ios iosfwd iostream istream iterator latch limits list locale map
+    memory memory_resource mutex new numbers numeric optional ostream print queue random ranges ratio regex
+    scoped_allocator semaphore set shared_mutex source_location span sstream stack stdexcept stop_token
+    streambuf string string_view syncstream system_error thread tuple type_traits typeindex typeinfo
+    unordered_map unordered_set utility valarray variant vector version assert.h complex.h ctype.h errno.h
+    fenv.h float.h inttypes.h iso646.h limits.h locale.h math.h setjmp.h signal.h stdalign.h stdarg.h
+    stdatomic.h stdbool.h stddef.h stdint.h stdio.h stdlib.h string.h tgmath.h threads.h time.h uchar.h
+    wchar.h wctype.h""".split())
 MAX_HEADERS = 400  # headers read for one file at most (a miss past them is not checked)
 
 
@@ -58,7 +74,7 @@ def unresolved_calls(path: str, old_text: str, new_text: str, read: Read,
     for name, line, _ in calls:
         if name not in wanted:
             continue
-        if name in upstream and not unfound:
+        if name in upstream and not unfound:  # every header read, none that may hide it
             misses.append(f"the change calls `{name}` (line {line}), which neither this file nor a header it "
                           "includes names in this release (the diff's pre-image defines it)")
         elif name not in unchecked:
@@ -90,18 +106,22 @@ def declared_in(text: str) -> set[str]:
 
 def headers_naming(path: str, text: str, read: Read, wanted: set[str], seen: set[str]) -> list[str]:
     """Read the headers `text` includes (and theirs), adding the words they hold to `seen`, until every name
-    of `wanted` is seen; the quoted includes not found in the tree (angle-bracketed ones may be the
-    system's), or a note that the headers read were cut at MAX_HEADERS."""
+    of `wanted` is seen; what may declare a name unseen: each include not found in the tree (but the
+    standard library's), a computed include, a name made by `##`, the headers read cut at MAX_HEADERS."""
     todo, done, unfound = [(path, text)], {path}, []
     while todo and not wanted <= seen:
         includer, source = todo.pop(0)
+        if COMPUTED_INCLUDE.search(source):
+            unfound.append(f"a computed #include in {includer}")
+        if "##" in source:
+            unfound.append(f"a name made by ## in {includer}")
         for kind, name in INCLUDE.findall(source):
             places = candidates(includer, name, kind == '"')
             if any(place in done for place in places):
                 continue  # read already
             found = first_readable(read, places)
             if found is None or found is UNREADABLE:
-                unfound += [f'"{name}"'] if kind == '"' or found is UNREADABLE else []
+                unfound += [] if found is None and kind == "<" and name in STANDARD else [name]
                 continue
             if len(done) >= MAX_HEADERS:
                 return unfound + [f"more than {MAX_HEADERS} headers"]
