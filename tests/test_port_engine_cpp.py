@@ -338,3 +338,25 @@ def test_a_fix_of_a_function_moved_away_is_never_put_into_its_look_alike(tmp_pat
     release = MOVED_AWAY[:MOVED_AWAY.index("static void Foo(int a)\n{")]
     with pytest.raises(TransformFailed):
         DiffTransform(PATH, hunk_file.hunks).rewrite(release, pre_image=pre_image)
+
+
+@pytest.mark.parametrize("path", ["f.cc", "f.py"])
+def test_hunks_listed_out_of_order_go_each_to_its_own_lines(path):
+    """A hand-edited diff listing a later hunk first (GNU patch takes it; found by review: an insertion
+    landed 8 lines off on the diff's own pre-image); two hunks over the same lines are refused."""
+    source = "".join(f"x{n} = {n}\n" for n in range(17)) if path.endswith(".py") else "".join(
+        f"  x{n}++;\n" for n in range(17))
+    lines = source.splitlines(True)
+    low = "".join(f" {line}" for line in lines[1:3])
+    high = "".join(f" {line}" for line in lines[9:11])
+    add = "print(1)\n" if path.endswith(".py") else "  C();\n"
+    diff = (f"--- a/{path}\n+++ b/{path}\n@@ -10,2 +10,3 @@\n{high[:high.index(chr(10)) + 1]}+{add}"
+            f"{high[high.index(chr(10)) + 1:]}@@ -2,2 +2,3 @@\n{low[:low.index(chr(10)) + 1]}+{add}"
+            f"{low[low.index(chr(10)) + 1:]}")
+    hunks = parse_patch(diff, "x.patch").files[0].hunks
+    done = DiffTransform(path, hunks, blob_id(source)[:9]).rewrite(source)
+    assert done.source == "".join(lines[:2] + [add] + lines[2:10] + [add] + lines[10:])
+    overlapping = parse_patch(diff.replace("@@ -2,2 +2,3 @@", "@@ -10,2 +10,3 @@").replace(
+        low, high), "y.patch").files[0].hunks
+    with pytest.raises(TransformFailed, match="edit the same lines"):
+        DiffTransform(path, overlapping).rewrite(source)

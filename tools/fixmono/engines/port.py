@@ -373,7 +373,8 @@ class DiffTransform:
     judges_its_result = True  # check_edit: apply/contract.py ports it no second time
 
     def __init__(self, path: str, hunks: tuple[Hunk, ...], old_blob: str | None = None):
-        self.path, self.hunks, self.old_blob = path, hunks, old_blob
+        # in the order of the lines they edit (a hand-edited diff may list them otherwise; GNU patch takes them so)
+        self.path, self.hunks, self.old_blob = path, tuple(sorted(hunks, key=lambda h: h.first)), old_blob
         self.engine = "python" if path.endswith((".py", ".pyi")) else "cpp" if path.endswith(CPP) else "text"
         self.description = f"the diff's {len(hunks)} hunk(s) to {path}"
 
@@ -388,6 +389,10 @@ class DiffTransform:
                           lambda text: self._rewrite(text, pre_image, found_in))
 
     def _rewrite(self, source: str, pre_image: str | None = None, found_in: str = "") -> Rewrite:
+        for before, after in zip(self.hunks, self.hunks[1:]):
+            if before.first + len(before.old) > after.first:
+                raise TransformFailed(f"{before.label} and {after.label} edit the same lines of the file the diff "
+                                      "was made on; refusing the diff")
         aligned: dict[str, str] = {}  # the evidence the port's alignment gave, not worked out twice
         try:
             with trees.gc_paused():
@@ -471,8 +476,7 @@ class DiffTransform:
         if is_pre_image:  # every hunk at its own lines, as git apply puts it: no scope to confirm
             planned = None
             if three_way.verified(lines_of(source), self.hunks):
-                planned = [(first, first + len(h.old), h.new, added_rows(h), h)
-                           for h in self.hunks for first in [h.start - 1 if h.old else h.start]]
+                planned = [(h.first, h.first + len(h.old), h.new, added_rows(h), h) for h in self.hunks]
             return planned, f"the file is the diff's pre-image ({blob})"
         if pre_image is None:
             return None, ""

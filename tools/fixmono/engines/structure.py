@@ -124,7 +124,7 @@ def post_image(pre: list[str], hunks: tuple[Hunk, ...]) -> tuple[list[str], list
     changed lines as a Change (the hunks verified on `pre`)."""
     post, origin, changes, cursor = [], [], [], 0
     for n, hunk in enumerate(hunks):
-        first = hunk.start - 1 if hunk.old else hunk.start
+        first = hunk.first
         for i, j, before in hunk.runs():
             at = first + before
             post += pre[cursor:at]

@@ -119,7 +119,7 @@ def placement(hunk: Hunk, here: dict[int, int], pre: list[str], target: list[str
     edited = {r: t for r, (k, t) in enumerate(rows) if t != hunk.lines[r][1]}  # row -> its text here
     changes = []  # (target start, target stop, added lines)
     present = []  # changes the target holds already, line for line where the pre-image has their lines
-    first = hunk.start - 1 if hunk.old else hunk.start  # the pre-image line of the hunk's first row
+    first = hunk.first  # the pre-image line of the hunk's first row
     for i, j, before in hunk.runs():
         at = first + before
         removed = sum(k == "-" for k, _ in rows[i:j])

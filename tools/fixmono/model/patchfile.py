@@ -53,6 +53,12 @@ class Hunk:
         return [text for kind, text in self.lines if kind != "+"]
 
     @property
+    def first(self) -> int:
+        """The index of the pre-image line its first row stands for (an insertion without context: of the
+        line after which it goes)."""
+        return self.start - 1 if self.old else self.start
+
+    @property
     def new(self) -> list[str]:
         return [text for kind, text in self.lines if kind != "-"]
 
