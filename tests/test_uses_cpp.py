@@ -86,6 +86,16 @@ def test_a_call_nothing_names_is_not_checked_where_a_header_may_declare_it(case,
     assert unresolved_calls(PATH, SCALE, new, read(tree), pre_image) == ([], ["Round"]), case
 
 
+@pytest.mark.parametrize("header", ["<cuda_runtime.h>", "<cublasLt.h>", "<cub/cub.cuh>", "<hip/hip_runtime.h>"])
+def test_a_gpu_vendors_header_hides_no_function_of_upstreams_file(header):
+    """A CUDA file includes the SDK's headers, which the tree never holds: they declare the vendor's names,
+    not a helper of upstream's own file, so that helper's absence stays certain."""
+    old = SCALE.replace("#include <vector>\n", f"#include <vector>\n#include {header}\n")
+    new = with_call("total = Round(total);", old)
+    problems, _ = unresolved_calls(PATH, old, new, read(TREE | {PATH: old}), PRE_IMAGE)
+    assert problems and "`Round`" in problems[0]
+
+
 def test_a_function_the_diff_itself_adds_is_there():
     new = with_call("total = Round(total);").replace("namespace lib {\n\n",
                                                       "namespace lib {\n\nstatic float Round(float x) { return x; }\n\n")

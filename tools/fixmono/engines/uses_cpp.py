@@ -9,8 +9,8 @@ headers names it at all. Such a call is then
 - certainly missing where the diff's pre-image defines or declares the name
   itself (a function of upstream's file that this release's file lacks) and
   nothing read could hide it: every include found in the tree (the standard
-  library's aside), none computed (`#include MACRO`), no name made by `##`:
-  the port fails, naming it;
+  library's and the GPU vendors' SDK headers aside), none computed
+  (`#include MACRO`), no name made by `##`: the port fails, naming it;
 - else not checked (it may come from a header the tree does not hold, such as
   <cuda_runtime.h> or a library's): said beside the result, never a failure.
 The tree is read through a callback, never built or compiled."""
@@ -40,6 +40,10 @@ STANDARD = frozenset("""algorithm any array atomic barrier bit bitset cassert cc
     fenv.h float.h inttypes.h iso646.h limits.h locale.h math.h setjmp.h signal.h stdalign.h stdarg.h
     stdatomic.h stdbool.h stddef.h stdint.h stdio.h stdlib.h string.h tgmath.h threads.h time.h uchar.h
     wchar.h wctype.h""".split())
+# GPU vendors' SDK headers (CUDA, its libraries, ROCm): never in a project's tree, and they declare their own
+# names (cuda*, cublas*, hip*), never a function a diff's pre-image defines for itself
+VENDOR = re.compile(r"(cuda|cublas|cudnn|cufft|curand|cusparse|cusolver|nccl|nvrtc|nvToolsExt|nvml|hip|rocblas|"
+                    r"hipblas|rccl|miopen)\w*\.h|(cuda|cub|thrust|nvtx3|hip|miopen|rocprim|hipcub)/.*")
 MAX_HEADERS = 400  # headers read for one file at most (a miss past them is not checked)
 
 
@@ -121,7 +125,8 @@ def headers_naming(path: str, text: str, read: Read, wanted: set[str], seen: set
                 continue  # read already
             found = first_readable(read, places)
             if found is None or found is UNREADABLE:
-                unfound += [] if found is None and kind == "<" and name in STANDARD else [name]
+                unfound += [] if found is None and kind == "<" and (name in STANDARD or VENDOR.fullmatch(name)) \
+                    else [name]
                 continue
             if len(done) >= MAX_HEADERS:
                 return unfound + [f"more than {MAX_HEADERS} headers"]
