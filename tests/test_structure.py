@@ -9,7 +9,7 @@ import re
 import pytest
 
 from fixmono.model.patchfile import lines_of
-from fixmono.testing import hunks_between, ported_by_syntax
+from fixmono.testing import hunks_between, ported_by_syntax, with_notes, with_reflowed
 
 
 ported = ported_by_syntax
@@ -242,17 +242,9 @@ def test_comment_and_blank_lines_added_away_from_the_edit_change_nothing_else(se
     lines = lines_of(MODULE)
     simple = [n for n, line in enumerate(lines) if line.strip() and not line.rstrip().endswith((":", '"""'))]
     at, kind, post_lines = random_edit(rng, lines, simple)
-    spots = [n for n in range(1, len(lines)) if abs(n - at) > 2 and lines[n].strip()]
-    added = sorted(rng.sample(spots, 3), reverse=True)
-    release, right = list(lines), list(post_lines)
-    for n in added:
-        note = lines[n][:len(lines[n]) - len(lines[n].lstrip())] + f"# note {n}\n"
-        extra = [note, "\n"] if rng.random() < 0.5 else [note]
-        release[n:n] = extra
-        where = n if n < at else n + len(post_lines) - len(lines)
-        right[where:where] = extra
+    release, right = with_notes(rng, lines, post_lines, at, "#")
     got = ported(MODULE, "".join(post_lines), "".join(release))
-    assert got == "".join(right), (kind, at, added)
+    assert got == "".join(right), (kind, at)
 
 
 def reflowed(line: str) -> list[str] | None:
@@ -274,18 +266,8 @@ def test_statements_reflowed_over_lines_anywhere_are_one_statement_each(seed):
     lines = lines_of(MODULE)
     calls = [n for n, line in enumerate(lines) if reflowed(line)]
     at, kind, post = random_edit(rng, lines, calls)
-    indent = lines[at][:len(lines[at]) - len(lines[at].lstrip())]
     flowed = set(rng.sample(calls, 3)) | {at} if rng.random() < 0.7 else set(rng.sample(calls, 3)) - {at}
-    release, right = [], []
-    for n, line in enumerate(lines):
-        mine = reflowed(line) if n in flowed else [line]
-        release += mine
-        if n != at:
-            right += mine
-        elif kind == "replace":
-            right.append(f"{indent}trace({at})\n")
-        elif kind == "add":
-            right += mine + [f"{indent}trace({at})\n"]
+    release, right = with_reflowed(lines, at, kind, flowed, reflowed, f"trace({at})\n")
     got = ported(MODULE, "".join(post), "".join(release))
     assert got == "".join(right), (kind, at, sorted(flowed))
 

@@ -11,7 +11,7 @@ import pytest
 from fixmono.engines.port import DiffTransform
 from fixmono.engines.structure_cpp import CPP, units_of
 from fixmono.model.patchfile import lines_of
-from fixmono.testing import hunks_between, ported_by_syntax
+from fixmono.testing import hunks_between, ported_by_syntax, with_notes, with_reflowed
 
 
 def ported(pre: str, post: str, target: str) -> str | None:
@@ -234,14 +234,7 @@ def test_comment_and_blank_lines_added_away_from_the_edit_change_nothing_else(se
     rng = random.Random(seed)
     lines = lines_of(MODULE)
     at, kind, post_lines = random_edit(rng, lines, SIMPLE)
-    spots = [n for n in range(1, len(lines)) if abs(n - at) > 2 and lines[n].strip()]
-    release, right = list(lines), list(post_lines)
-    for n in sorted(rng.sample(spots, 3), reverse=True):
-        note = re.match(r"\s*", lines[n])[0] + f"// note {n}\n"
-        extra = [note, "\n"] if rng.random() < 0.5 else [note]
-        release[n:n] = extra
-        where = n if n < at else n + len(post_lines) - len(lines)
-        right[where:where] = extra
+    release, right = with_notes(rng, lines, post_lines, at, "//")
     assert ported(MODULE, "".join(post_lines), "".join(release)) == "".join(right), (kind, at)
 
 
@@ -267,16 +260,7 @@ def test_statements_reflowed_over_lines_anywhere_are_one_statement_each(seed):
     lines = lines_of(MODULE)
     at, kind, post = random_edit(rng, lines, SIMPLE)
     flowed = set(CALLS) if rng.random() < 0.5 else set(CALLS) - {at}
-    release, right = [], []
-    for n, line in enumerate(lines):
-        mine = reflowed(line) if n in flowed else [line]
-        release += mine
-        if n != at:
-            right += mine
-        elif kind == "replace":
-            right.append(re.match(r"\s*", line)[0] + f"Trace({at});\n")
-        elif kind == "add":
-            right += mine + [re.match(r"\s*", line)[0] + f"Trace({at});\n"]
+    release, right = with_reflowed(lines, at, kind, flowed, reflowed, f"Trace({at});\n")
     assert ported(MODULE, "".join(post), "".join(release)) == "".join(right), (kind, at, sorted(flowed))
 
 

@@ -537,3 +537,36 @@ def ported_by_syntax(pre: str, post: str, target: str, syntax=None) -> str | Non
         lines[start + offset:stop + offset] = replacement
         offset += len(replacement) - (stop - start)
     return "".join(lines)
+
+
+def with_notes(rng, lines: list[str], post_lines: list[str], at: int, comment: str) -> tuple[list[str], list[str]]:
+    """(a release: `lines` with 3 comment lines, some with a blank line, added away from line `at`; the right
+    answer: `post_lines` with the same added). `comment`: how a comment starts ("#", "//")."""
+    spots = [n for n in range(1, len(lines)) if abs(n - at) > 2 and lines[n].strip()]
+    release, right = list(lines), list(post_lines)
+    for n in sorted(rng.sample(spots, 3), reverse=True):
+        note = lines[n][:len(lines[n]) - len(lines[n].lstrip())] + f"{comment} note {n}\n"
+        extra = [note, "\n"] if rng.random() < 0.5 else [note]
+        release[n:n] = extra
+        where = n if n < at else n + len(post_lines) - len(lines)
+        right[where:where] = extra
+    return release, right
+
+
+def with_reflowed(lines: list[str], at: int, kind: str, flowed: set[int], reflow, added: str) \
+        -> tuple[list[str], list[str]]:
+    """(a release: the lines of `flowed` written over several lines by `reflow`; the right answer: that
+    release with the fix's edit at line `at`: `kind` "replace" (the line becomes `added`, indented as it),
+    "add" (`added` after it) or "remove")."""
+    release, right = [], []
+    for n, line in enumerate(lines):
+        mine = reflow(line) if n in flowed else [line]
+        release += mine
+        indent = line[:len(line) - len(line.lstrip())]
+        if n != at:
+            right += mine
+        elif kind == "replace":
+            right.append(indent + added)
+        elif kind == "add":
+            right += mine + [indent + added]
+    return release, right
