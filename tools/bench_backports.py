@@ -595,6 +595,12 @@ def with_evidence(row: dict, results: dict[str, Result]) -> None:
         row[f"{tool} evidence class"] = evidence_class(results[tool].evidence)
 
 
+def older_verdict(result: Result, files: dict[str, str], wanted: dict) -> tuple[str, str | None]:
+    """A tool's outcome on an older release: clean, broken (and why), or the status it gave no text with."""
+    why = check(result, files, wanted) if result.status == "applied" else None
+    return ("broken" if why else "clean" if result.status == "applied" else result.status), why
+
+
 def older_rows(gitdir: str, pair: Pair, patch: str, wanted: dict, verbose: bool) -> list[dict]:
     """Setting 2: the main diff onto the 1-3 minor releases before the branch's, checked without truth."""
     parsed = parse_patch(patch, "main.patch")
@@ -614,8 +620,7 @@ def older_rows(gitdir: str, pair: Pair, patch: str, wanted: dict, verbose: bool)
         results = port_all(patch, files, read, pre, gitdir)
         with_evidence(row, results)
         for tool, result in results.items():
-            why = check(result, files, wanted) if result.status == "applied" else None
-            row[tool] = "broken" if why else "clean" if result.status == "applied" else result.status
+            row[tool], why = older_verdict(result, files, wanted)
             row[f"{tool} why"] = why or result.message
             row[f"{tool} unusable"] = unusable(read, files, result.texts, pre) if row[tool] == "clean" else None
             if verbose and row[f"{tool} unusable"]:
@@ -788,8 +793,7 @@ def verdict_now(gitdir: str, row: dict, tool: str) -> tuple[str, str]:
         truth = {p: show(gitdir, pair.pick, p) for p in pair.paths}
         return ("identical" if result.texts == truth else "wrong") if result.status == "applied" else "no", \
             result.message
-    why = check(result, files, wanted) if result.status == "applied" else None
-    verdict = "broken" if why else "clean" if result.status == "applied" else result.status
+    verdict, why = older_verdict(result, files, wanted)
     if verdict == "clean" and unusable(read, files, result.texts, pre):
         verdict = "clean-unusable"
     return verdict, why or result.message
