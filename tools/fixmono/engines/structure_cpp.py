@@ -86,9 +86,7 @@ def units_of(lines: list[str]) -> list[Unit] | None:
     depth, going_on, n = 0, False, 0
     while n < len(lines):
         code = [leaf for leaf in on_line[n] if not leaf.comment]
-        if code and code[0].text.startswith("#"):  # a directive, over its continuation lines
-            if n:
-                glued[n - 1] = glued[n - 1] and bool(on_line[n - 1]) and on_line[n - 1][-1].last >= n
+        if code and code[0].text.startswith("#"):  # a directive, over its continuation lines (a unit of its own)
             while n + 1 < len(lines) and lines[n].rstrip("\r\n").endswith("\\"):
                 directive[n], glued[n] = True, True
                 n += 1
@@ -101,7 +99,7 @@ def units_of(lines: list[str]) -> list[Unit] | None:
             going_on = depth > 0 or code[-1].text not in ENDS_A_STATEMENT
         elif depth == 0:
             going_on = False
-        if going_on and n + 1 < len(lines) and not glued[n]:
+        if going_on and n + 1 < len(lines):
             glued[n] = True
         n += 1
     out, start = [], 0
