@@ -19,6 +19,7 @@ from typing import Callable
 
 from fixmono.engines.port import CPP, FUNCTIONS, scope_names
 from fixmono.engines.trees import parse
+from fixmono.engines.uses_cpp import unresolved_calls
 from fixmono.model.patchfile import new_line_numbers
 
 Read = Callable[[str], "bytes | None"]
@@ -41,8 +42,6 @@ def unresolved_uses(path: str, old_text: str, new_text: str, read: Read, whole_t
     C/C++ files: the calls they add (uses_cpp.py; `pre_image`: the file the
     diff was made on, which tells a function of upstream's file apart)."""
     if path.endswith(CPP):
-        from fixmono.engines.uses_cpp import unresolved_calls
-
         return unresolved_calls(path, old_text, new_text, read, pre_image)[0]
     if not path.endswith(".py"):
         return []
