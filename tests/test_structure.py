@@ -57,6 +57,9 @@ PLACED = {  # name: (the release, its right answer)
         '        full = os.path.join("/data", path)\n        handle = open(full, mode)\n        return handle\n',
         lambda t: t.replace('        handle = open(full, mode)\n',
                             '        handle = open(full, mode, encoding="utf-8")\n')),
+    "the def given another argument": (
+        PRE.replace("def helper(path, mode):", "def helper(path, mode, buffering=-1):"),
+        lambda t: t.replace('    handle = open(full, mode)\n', '    handle = open(full, mode, encoding="utf-8")\n')),
     "a statement added above the edit": (
         PRE.replace('    handle = open(full, mode)\n', '    check(full)\n    handle = open(full, mode)\n'),
         lambda t: t.replace('    handle = open(full, mode)\n', '    handle = open(full, mode, encoding="utf-8")\n')),
@@ -72,6 +75,9 @@ REFUSED = {  # name: the release
     "the edit's lines wrapped in a new block": PRE.replace(
         '    handle = open(full, mode)\n    return handle\n',
         '    with lock:\n        handle = open(full, mode)\n        return handle\n'),
+    "the def's lines now a with block's": PRE.replace("def helper(path, mode):", "with lock:"),
+    "the def's lines now another def's": PRE.replace("def helper(path, mode):", "def other_helper():").replace(
+        "def other(x):", "def helper(x):"),
     "the def gone, its edited statement elsewhere": PRE.replace(
         'def helper(path, mode):\n    full = os.path.join("/data", path)\n    handle = open(full, mode)\n'
         '    return handle\n\n\n', '').replace('    return x + 1\n', '    handle = open(full, mode)\n    return x\n'),
@@ -87,6 +93,12 @@ MERGED = {  # name: (pre-image, post-image, release, right answer): the edited s
         IMPORTS, IMPORTS.replace("    save,\n", "    save,\n    stat,\n"),
         IMPORTS.replace("    load,\n", "    cache,\n    load,\n"),
         IMPORTS.replace("    load,\n    save,\n", "    cache,\n    load,\n    save,\n    stat,\n")),
+    "the def's header, the release renamed the def": (
+        PRE, PRE.replace("def helper(path, mode):", "def helper(path, mode, encoding=None):"),
+        PRE.replace("def helper(path, mode):", "def open_data(path, mode):").replace(
+            "    return handle\n", "    handle.seek(0)\n    return handle\n"),
+        PRE.replace("def helper(path, mode):", "def open_data(path, mode, encoding=None):").replace(
+            "    return handle\n", "    handle.seek(0)\n    return handle\n")),
     "the edited statement reflowed and changed elsewhere": (
         PRE, POST, PRE.replace('    handle = open(full, mode)\n', '    handle = io.open(\n        full, mode\n    )\n'),
         PRE.replace('    handle = open(full, mode)\n', '    handle = io.open(\n        full, mode, encoding="utf-8"\n    )\n')),

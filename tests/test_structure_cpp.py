@@ -276,6 +276,27 @@ def test_the_engine_says_the_syntax_placed_a_cpp_change():
     assert done.evidence.startswith("placed by the syntax of the diff's pre-image")
 
 
+ENUM = "#include <x.h>\n\nenum Kind {\n  kAlpha = 1,\n  kBeta = 2,\n  kGamma = 3,\n};\n\nint Use(int k) {\n  return k;\n}\n"
+ENUM_FIXED = ENUM.replace("  kBeta = 2,\n", "  kBeta = 2,\n  kDelta = 4,\n")
+
+
+@pytest.mark.parametrize("header, placed", [("enum class Kind : int {", True), ("static const int kinds[] = {", False),
+                                            ("struct Kind {", False), ("const char* const kNames[] = {", False)])
+@pytest.mark.parametrize("entry", ["  kBeta = 2,\n", "  kBeta =\n      2,\n"])
+def test_an_entry_added_to_an_enum_the_release_made_another_block_is_refused(header, placed, entry):
+    """The enum's entries, line for line, in another kind of block of the release (an array's initializer):
+    neither the line alignment (the entry as written) nor the syntax (the entry reflowed) puts the diff's new
+    entry there; an enum given a type is the same enum."""
+    release = ENUM.replace("enum Kind {", header).replace("  kBeta = 2,\n", entry)
+    hunks = hunks_between(ENUM, ENUM_FIXED, "kind.h")
+    done = None
+    try:
+        done = DiffTransform("kind.h", hunks).rewrite(release, pre_image=ENUM, found_in="in the checkout").source
+    except Exception as err:
+        assert not placed, err
+    assert done == (release.replace(entry, entry + "  kDelta = 4,\n") if placed else None)
+
+
 def test_two_changes_in_one_statement_over_lines_are_one_change():
     """A macro call over lines holding two of the diff's changes that add lines (TransformerEngine's kernel
     dispatch shape), statements over two lines below it: widening the first change to its statement must

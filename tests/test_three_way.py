@@ -11,7 +11,7 @@ import pytest
 
 from fixmono.engines import three_way
 from fixmono.model.patchfile import parse_patch
-from fixmono.testing import git, make_patch, make_repo
+from fixmono.testing import git, hunks_between, make_patch, make_repo
 from tests.helpers import LOADER_BASE, LOADER_FIX, LOADER_RELEASE
 
 PATH = "torch/utils/loader.py"
@@ -114,6 +114,41 @@ def test_the_alignment_alone():
     assert [p[:4] for p in three_way.placements(pre, ["a\n", "b\n", "c\n", "d\n", "e\n"], insert)] == \
         [(2, 2, ["new\n"], [0])]
     assert three_way.placements(pre, ["a\n", "b\n", "q\n", "c\n", "d\n", "e\n"], insert) is None
+
+
+PY_BLOCK = "x = 0\n\n\nclass Defaults:\n    alpha = 1\n    beta = 2\n    gamma = 3\n\n\ndef other():\n    return x\n"
+CPP_BLOCK = "#include <x.h>\n\nenum Kind {\n  kAlpha = 1,\n  kBeta = 2,\n  kGamma = 3,\n};\n\nint Use(int k) {\n  return k;\n}\n"
+HEADER_CASES = {  # name: (pre-image, its header line, the line the diff adds after it, the release's header, placed)
+    "python: a class made a def": (PY_BLOCK, "class Defaults:", "    beta = 2\n", "def defaults():", False),
+    "python: a class made a with block": (PY_BLOCK, "class Defaults:", "    beta = 2\n", "with lock:", False),
+    "python: a class given a base": (PY_BLOCK, "class Defaults:", "    beta = 2\n", "class Defaults(Base):", True),
+    "c++: an enum made an array": (CPP_BLOCK, "enum Kind {", "  kBeta = 2,\n", "static const int kinds[] = {", False),
+    "c++: an enum made a struct": (CPP_BLOCK, "enum Kind {", "  kBeta = 2,\n", "struct Kind {", False),
+    "c++: an enum given a type": (CPP_BLOCK, "enum Kind {", "  kBeta = 2,\n", "enum class Kind : int {", True),
+    "c++: a function made static, an argument added": (
+        CPP_BLOCK, "int Use(int k) {", "  return k;\n", "static int Use(int k, int scale) {", True),
+    "c++: a function renamed": (CPP_BLOCK, "int Use(int k) {", "  return k;\n", "int Apply(int k) {", False),
+}
+
+
+@pytest.mark.parametrize("case", HEADER_CASES)
+def test_a_change_goes_through_the_alignment_only_into_the_same_kind_of_block(case):
+    from fixmono.engines.structure import PYTHON
+    from fixmono.engines.structure_cpp import CPP
+
+    pre, header, after, release_header, placed = HEADER_CASES[case]
+    added = after[:len(after) - len(after.lstrip())] + "extra = 4;\n"
+    hunks = hunks_between(pre, pre.replace(after, after + added), "f.cpp")
+    release = pre.replace(header, release_header).splitlines(True)
+    kind = (PYTHON if case.startswith("python") else CPP).block_kind
+    assert three_way.placements(pre.splitlines(True), release, hunks) is not None  # the lines alone: placed
+    found = three_way.placements(pre.splitlines(True), release, hunks, kind)
+    if placed:
+        (start, stop, replacement, _, _), = found
+        assert release[:start] + replacement + release[stop:] == pre.replace(header, release_header).replace(
+            after, after + added).splitlines(True)
+    else:
+        assert found is None
 
 
 def test_base_names_the_tree_the_diff_was_made_on(tmp_path):

@@ -484,17 +484,17 @@ class DiffTransform:
         blob += f", {found_in}" if found_in else ""
         if not three_way.verified(pre, self.hunks):
             return None, f"by its hunks: the pre-image ({blob}) does not hold them"
-        planned = three_way.placements(pre, lines_of(source), self.hunks)
+        syntax = {"python": structure.PYTHON, "cpp": structure_cpp.CPP}.get(self.engine)
+        planned = three_way.placements(pre, lines_of(source), self.hunks, syntax and syntax.block_kind)
         if planned == three_way.PRESENT:
             return planned, f"its changes stand here where its pre-image ({blob}) has their lines"
-        if planned is None and self.engine in ("python", "cpp"):
-            syntax = structure.PYTHON if self.engine == "python" else structure_cpp.CPP
+        if planned is None and syntax:
             planned = structure.placements(pre, lines_of(source), self.hunks, syntax)
             if planned is not None:
                 return planned, f"placed by the syntax of the diff's pre-image ({blob})"
         if planned is None:
-            return None, f"by its hunks: the lines a change edits, or their neighbours, differ here from its " \
-                         f"pre-image ({blob})"
+            return None, f"by its hunks: the lines a change edits, their neighbours or the header of their block " \
+                         f"differ here from its pre-image ({blob})"
         return planned, f"placed through the diff's pre-image ({blob})"
 
 

@@ -15,7 +15,9 @@ or class found elsewhere by its name), and a change is placed where:
 - the code unit beside it (above or below; both for an insertion) is there
   too, with no other statement between (comment and blank lines aside);
 - each unit it removes or adds is in the block of the same statement as in
-  the diff (the enclosing header's partner).
+  the diff (the enclosing header's partner; where the release changed that
+  header, one that opens the same kind of block: `def f` with other
+  arguments, not the `enum` made an array initializer).
 The added lines are the diff's, re-indented by what the release's partner
 lines moved; the target's other bytes stay as they are. Anything else: None,
 and the hunks decide as without the pre-image."""
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import ast
 import io
+import re
 import tokenize
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -105,6 +108,9 @@ class Read:
         """The unit that starts at `line` (a unit boundary), or len(units) at the end."""
         return self.owner[line] if line < len(self.lines) else len(self.units)
 
+    def text_of(self, n: int) -> str:
+        return "".join(self.lines[self.units[n].start:self.units[n].stop])
+
     def parent(self, n: int) -> int | None:
         """The header of the block unit `n` is in: the nearest code unit above with less indentation."""
         width = len(self.units[n].indent.expandtabs())
@@ -167,7 +173,9 @@ def widened(changes: list[Change], pre: Read, post: Read) -> list[Change]:
 
 def aligned(pre: Read, target: Read, pre_defs: dict, target_defs: dict) -> dict[int, int]:
     """Pre-image unit -> target unit: in order by their keys, then inside each def/class the order did not
-    find (moved) by its qualified name, else its name where one def has it on each side."""
+    find (moved) by its qualified name, else its name where one def has it on each side, else its body;
+    the header of a def found so is its partner even where the release changed it (the only partners
+    whose keys differ)."""
     keys_pre, keys_target = [u.key for u in pre.units], [u.key for u in target.units]
     found: dict[int, int] = {}
     for a, b, size in SequenceMatcher(None, keys_pre, keys_target, autojunk=False).get_matching_blocks():
@@ -195,6 +203,8 @@ def aligned(pre: Read, target: Read, pre_defs: dict, target_defs: dict) -> dict[
         local = SequenceMatcher(None, keys_pre[first:last + 1], keys_target[span[0]:span[1] + 1], autojunk=False)
         for a, b, size in local.get_matching_blocks():
             found.update((first + a + i, span[0] + b + i) for i in range(size))
+        if first not in found and span[0] not in found.values():  # its header, changed (renamed, arguments)
+            found[first] = span[0]
     return found
 
 
@@ -283,8 +293,8 @@ def placed(change: Change, pre: Read, post: Read, target: Read, partner: dict[in
     """(target start line, stop line, the lines put there) for one change, or None."""
     first, last = pre.unit_at(change.pre[0]), pre.unit_at(change.pre[1])  # units [first, last)
     removed = range(first, last)
-    if any(n not in partner for n in removed):
-        return merged_in_place(change, first, last, pre, post, target, partner)
+    if any(n not in partner or pre.units[n].key != target.units[partner[n]].key for n in removed):
+        return merged_in_place(change, first, last, pre, post, target, partner)  # (a def's changed header)
     mine = [partner[n] for n in removed]
     if mine and mine != list(range(mine[0], mine[0] + len(mine))):
         return None  # not side by side in the target
@@ -339,11 +349,11 @@ def merged_in_place(change: Change, first: int, last: int, pre: Read, post: Read
     low = partner[above] + 1 if above is not None else 0
     high = partner[below] if below is not None else len(target.units)
     between = [m for m in range(low, high) if target.units[m].code]
-    if len(between) != 1 or between[0] in set(partner.values()):
+    if len(between) != 1 or between[0] in set(partner.values()) and partner.get(first) != between[0]:
         return None
     mine, theirs = pre.units[first], target.units[between[0]]
-    if mine.indent != theirs.indent or not same_header(pre.parent(first), target.parent(between[0]), partner,
-                                                       set(partner.values())):
+    if mine.indent != theirs.indent or not same_header(pre, pre.parent(first), target, target.parent(between[0]),
+                                                       partner, set(partner.values())):
         return None
     texts = ["".join(read.lines[u.start:u.stop]) for read, u in
              ((pre, mine), (post, post.units[post_units[0]]), (target, theirs))]
@@ -468,7 +478,7 @@ def same_blocks(change: Change, pre: Read, post: Read, target: Read, partner: di
     header's partner in the target (or a header neither side aligns), or an added header at the same place."""
     taken = set(partner.values())
     first, last = pre.unit_at(change.pre[0]), pre.unit_at(change.pre[1])
-    if not all(same_header(pre.parent(n), target.parent(partner[n]), partner, taken)
+    if not all(same_header(pre, pre.parent(n), target, target.parent(partner[n]), partner, taken)
                for n in range(first, last) if pre.units[n].code):
         return False
     # the added lines in place, read as units: within the module-level statements around them (their headers
@@ -507,16 +517,21 @@ def same_blocks(change: Change, pre: Read, post: Read, target: Read, partner: di
         if want is not None and origin[post.units[want].start] is None:
             return False  # its header is another change's
         header = None if want is None else pre.owner[origin[post.units[want].start]]
-        if not same_header(header, None if got is None else w_first + got, partner, taken):
+        if not same_header(pre, header, target, None if got is None else w_first + got, partner, taken):
             return False
     return True
 
 
-def same_header(mine: int | None, theirs: int | None, partner: dict, taken: set) -> bool:
-    """Pre-image unit `mine` and target unit `theirs` (None: the module) are one block's header."""
+def same_header(pre: Read, mine: int | None, target: Read, theirs: int | None, partner: dict, taken: set) -> bool:
+    """Pre-image unit `mine` and target unit `theirs` (None: the module) are one block's header: partners,
+    or both without a partner and opening the same kind of block (`def forward` with other arguments, `if`
+    with another test; not an `enum` the release made an array)."""
     if mine is None or theirs is None:
         return mine is None and theirs is None
-    return partner.get(mine) == theirs or (mine not in partner and theirs not in taken)
+    if partner.get(mine) == theirs:
+        return True
+    return mine not in partner and theirs not in taken and \
+        pre.syntax.block_kind(pre.text_of(mine)) == target.syntax.block_kind(target.text_of(theirs))
 
 
 @dataclass(frozen=True)
@@ -527,6 +542,16 @@ class Syntax:
     tokens: Callable[[str], list[Token] | None]
     defs: Callable[[Read], dict[tuple[str, ...], tuple[int, int]] | None]
     comment_starts: tuple[str, ...]
+    block_kind: Callable[[str], str]  # what a block's header line opens: `def forward`, `if`, `enum Kind`
 
 
-PYTHON = Syntax(units_of, code_tokens, defs_of, ("#",))
+def block_kind(line: str) -> str:
+    """What kind of block a Python header line opens: `def NAME` / `class NAME`, else its first word or
+    sign (`if`, `with`, `)` closing a header over lines)."""
+    if named := re.match(r"\s*(?:async\s+)?(def|class)\s+(\w+)", line):
+        return f"{named[1]} {named[2]}"
+    first = re.match(r"\s*(\w+|\S)", line)
+    return first[1] if first else ""
+
+
+PYTHON = Syntax(units_of, code_tokens, defs_of, ("#",), block_kind)

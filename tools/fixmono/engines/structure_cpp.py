@@ -160,4 +160,41 @@ def defs_of(read: Read) -> dict[tuple[str, ...], tuple[int, int]]:
     return {name: span for name, span in out.items() if name not in twice}
 
 
-CPP = Syntax(units_of, code_tokens, defs_of, ("//", "/*"))
+CONTROL = {"if", "else", "for", "while", "do", "switch", "case", "default", "try", "catch"}
+TYPE_KEYWORDS = {"enum", "struct", "class", "union", "namespace"}
+CALLED = re.compile(r"([A-Za-z_~][\w~]*)\s*(?:<[^<>()]*>)?\s*\(")
+
+
+def without_template(code: str) -> str:
+    """A header without its leading `template <...>` (nested brackets counted)."""
+    if not re.match(r"template\s*<", code):
+        return code
+    depth = 0
+    for n, char in enumerate(code):
+        depth += (char == "<") - (char == ">")
+        if char == ">" and depth == 0:
+            return code[n + 1:].strip()
+    return code
+
+
+def block_kind(line: str) -> str:
+    """What kind of block a C/C++ header (its lines) opens: a control word (`if`, `else`), a keyword and its name
+    (`enum Kind`, `namespace detail`), the function it defines (its storage and arguments aside: `(Foo`), a
+    macro with its arguments (`TEST_F(Suite, Case)`), else its first word or sign."""
+    code = without_template(re.sub(r"(?s:/\*.*?\*/)|//[^\n]*", "", line).strip())
+    words = re.findall(r"[A-Za-z_]\w*", code)
+    if not words:
+        return code[:1]
+    if words[0] in CONTROL:
+        return words[0]
+    if words[0] in TYPE_KEYWORDS:
+        named = [w for w in words[1:] if w not in ("class", "struct")]
+        return f"{words[0]} {named[0] if named else ''}"
+    if called := CALLED.search(code):
+        if called[1].isupper():  # a macro: its arguments name the block (TEST_F(Suite, Case))
+            return code[called.start():code.find(")", called.end()) + 1]
+        return "(" + called[1]
+    return words[0]
+
+
+CPP = Syntax(units_of, code_tokens, defs_of, ("//", "/*"), block_kind)

@@ -9,12 +9,15 @@ neighbour line is not where the pre-image has it is not placed this way.
 A line the diff edits that the target changed too (in place, line for line)
 takes both edits where they touch different tokens of it (`f(a)` made
 `g(a)` by the diff, `f(a, b)` by the release: `g(a, b)`); else it is not
-placed."""
+placed. Given the language's block kinds, a change must also be in the block
+of the same header (or one the release changed that opens the same kind of
+block): an enum's entries the release moved into an array take no new entry."""
 from __future__ import annotations
 
 import bisect
 import dataclasses
 import re
+from collections.abc import Callable
 from difflib import SequenceMatcher
 
 from fixmono.model.patchfile import Hunk
@@ -29,16 +32,19 @@ def verified(pre: list[str], hunks: tuple[Hunk, ...]) -> bool:
 PRESENT = "present"  # every change of a hunk stands in the target as the diff makes it
 
 
-def placements(pre: list[str], target: list[str], hunks: tuple[Hunk, ...]) -> list[tuple] | str | None:
+def placements(pre: list[str], target: list[str], hunks: tuple[Hunk, ...],
+               block_kind: Callable[[str], str] | None = None) -> list[tuple] | str | None:
     """For each hunk (in order): (start, stop, replacement, rows of added lines in it, the hunk as it edits
     the target) on `target` as it is before any hunk, its rows made to fit the target where they had to be
     (a line both changed, merged; a name the target renamed). PRESENT where every
     hunk's changes stand in the target already; None where one change cannot be placed by the
-    alignment, or some hunks are there and some not."""
+    alignment, or some hunks are there and some not. `block_kind` (the language's, structure.Syntax): each
+    change must also be in the block of the same header as in the pre-image (enclosing_header)."""
     here = aligned(pre, target)
+    headers = Headers(pre, target, here, block_kind) if block_kind else None
     out = []
     for hunk in hunks:
-        placed = placement(hunk, here, pre, target)
+        placed = placement(hunk, here, pre, target, headers)
         if placed is None:
             return None
         out.append(placed)
@@ -110,7 +116,7 @@ def unique_rows(lines: list[str], start: int, stop: int) -> dict[str, int]:
     return {line: n for line, n in seen.items() if n >= 0}
 
 
-def placement(hunk: Hunk, here: dict[int, int], pre: list[str], target: list[str]):
+def placement(hunk: Hunk, here: dict[int, int], pre: list[str], target: list[str], headers: Headers | None = None):
     """The hunk's changes, each where its own lines and its neighbours are in the target, as one
     replacement of the target's lines from its first change to its last (the target's own lines between).
     Names the target renamed on the hunk's lines (`data` -> `blob`) are renamed in the lines it adds."""
@@ -140,6 +146,8 @@ def placement(hunk: Hunk, here: dict[int, int], pre: list[str], target: list[str
             plus = [r for r in range(i, j) if rows[r][0] == "+"]
             edited.update({minus[n]: theirs[n] for n in range(removed)})
             edited.update({plus[n]: added[n] for n in range(removed)})
+        if headers and not headers.same(at, spot[0], rows[i:j]):
+            return None
         changes.append((*spot, added))
     if present and not changes:
         return PRESENT
@@ -153,6 +161,43 @@ def placement(hunk: Hunk, here: dict[int, int], pre: list[str], target: list[str
         replacement += lines
         cursor = end
     return start, stop, replacement, new_rows, with_merged(hunk, edited)
+
+
+class Headers:
+    """Whether a change placed by the alignment is in the block of the same header as in the pre-image."""
+
+    def __init__(self, pre: list[str], target: list[str], here: dict[int, int], block_kind: Callable[[str], str]):
+        self.pre, self.target, self.here, self.block_kind = pre, target, here, block_kind
+        self.taken = set(here.values())
+
+    def same(self, at: int, spot: int, rows: list[tuple[str, str]]) -> bool:
+        """The change of `rows` at pre-image line `at`, placed at target line `spot`: the header of its block
+        (enclosing_header, by the indentation of its first line) is the same line on both sides, or a line
+        each side changed (no partner) that opens the same kind of block (`def f(a)` made `def f(a, b)`;
+        not `enum Kind {` made `static const int kinds[] = {`); the file's top level on both sides."""
+        first = next((text for _, text in rows if text.strip()), "")
+        width = len(first.expandtabs()) - len(first.lstrip().expandtabs())
+        mine, theirs = enclosing_header(self.pre, at, width), enclosing_header(self.target, spot, width)
+        if mine is None or theirs is None:
+            return mine is None and theirs is None
+        if self.here.get(mine) == theirs:
+            return True
+        return mine not in self.here and theirs not in self.taken and \
+            self.block_kind(self.pre[mine]) == self.block_kind(self.target[theirs])
+
+
+def enclosing_header(lines: list[str], at: int, width: int) -> int | None:
+    """The nearest line above `at` indented less than `width` (blank, comment and preprocessor lines aside):
+    the header of the block a line at that indentation is in; None at the top level."""
+    if width == 0:
+        return None
+    for n in range(at - 1, -1, -1):
+        text = lines[n].lstrip()
+        if not text or text.startswith(("#", "//", "/*", "*")):
+            continue
+        if len(lines[n].expandtabs()) - len(text.expandtabs()) < width:
+            return n
+    return None
 
 
 def with_merged(hunk: Hunk, edited: dict[int, str]) -> Hunk:
