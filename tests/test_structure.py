@@ -9,7 +9,9 @@ import re
 import pytest
 
 from fixmono.model.patchfile import lines_of
-from fixmono.testing import hunks_between, ported_by_syntax, with_notes, with_reflowed
+from fixmono.engines.port import DiffTransform
+from fixmono.model.errors import TransformFailed
+from fixmono.testing import hunks_between, ported_by_syntax, with_header, with_notes, with_reflowed
 
 
 ported = ported_by_syntax
@@ -282,6 +284,53 @@ def test_statements_reflowed_over_lines_anywhere_are_one_statement_each(seed):
     release, right = with_reflowed(lines, at, kind, flowed, reflowed, f"trace({at})\n")
     got = ported(MODULE, "".join(post), "".join(release))
     assert got == "".join(right), (kind, at, sorted(flowed))
+
+
+def same_kind_header(line: str) -> str:
+    """A header the release changed that opens the same block (an argument, a base, another condition)."""
+    if line.lstrip().startswith("def "):
+        return line.replace("):", ", extra=None):")
+    if line.lstrip().startswith("class "):
+        return line.replace(":", "(Base):")
+    if line.lstrip().startswith("with "):
+        return line.replace("with ", "with lock, ")
+    return line.replace(":\n", " and ready:\n")
+
+
+def other_kind_header(line: str) -> str:
+    """A header that opens another kind of block over the same lines."""
+    indent = line[:len(line) - len(line.lstrip())]
+    return indent + ("while running:\n" if line.lstrip().startswith("with ") else "with lock:\n")
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_a_change_in_a_block_whose_header_the_release_changed(seed):
+    """A whole class of releases: the header of the block the fix edits changed by the release, either to
+    open the same kind of block (the fix placed, the release's header kept) or another kind (`def read`
+    made `with lock:`: refused, though the hunks' lines are all there). Through DiffTransform with the
+    pre-image, as make_patch runs it."""
+    rng = random.Random(seed)
+    module = MODULE.replace("import sys\n", "import sys\nfrom debug import trace\n")
+    lines = lines_of(module)
+    in_blocks = [n for n, line in enumerate(lines) if line.startswith("    ") and line.strip()
+                 and not line.rstrip().endswith((":", '"""'))]
+    while True:  # a fix that stands on its own pre-image, binding what it bound (the name check aside)
+        at, kind, post = random_edit(rng, lines, in_blocks)
+        if kind != "add" and " = " in lines[at]:
+            continue
+        try:
+            DiffTransform("m.py", hunks_between(module, "".join(post))).rewrite(module)
+            break
+        except TransformFailed:
+            continue
+    same = rng.random() < 0.5
+    release, right = with_header(lines, post, at, same_kind_header if same else other_kind_header)
+    try:
+        got = DiffTransform("m.py", hunks_between(module, "".join(post))).rewrite("".join(release),
+                                                                                  pre_image=module).source
+    except TransformFailed as err:
+        got = str(err)
+    assert got == ("".join(right) if same else got) and (same or "another block here" in got), (kind, at)
 
 
 def test_a_crlf_release_gets_crlf_lines():

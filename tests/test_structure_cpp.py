@@ -11,7 +11,8 @@ import pytest
 from fixmono.engines.port import DiffTransform
 from fixmono.engines.structure_cpp import CPP, units_of
 from fixmono.model.patchfile import lines_of
-from fixmono.testing import hunks_between, ported_by_syntax, with_notes, with_reflowed
+from fixmono.model.errors import TransformFailed
+from fixmono.testing import hunks_between, ported_by_syntax, with_header, with_notes, with_reflowed
 
 
 def ported(pre: str, post: str, target: str) -> str | None:
@@ -262,6 +263,40 @@ def test_statements_reflowed_over_lines_anywhere_are_one_statement_each(seed):
     flowed = set(CALLS) if rng.random() < 0.5 else set(CALLS) - {at}
     release, right = with_reflowed(lines, at, kind, flowed, reflowed, f"Trace({at});\n")
     assert ported(MODULE, "".join(post), "".join(release)) == "".join(right), (kind, at, sorted(flowed))
+
+
+def same_kind_header(line: str) -> str:
+    """A header the release changed that opens the same block (a parameter, another condition or start)."""
+    if line.lstrip().startswith("if ("):
+        return line.replace("if (", "if (ready && ", 1)
+    if line.lstrip().startswith("for ("):
+        return line.replace("int i = 0", "int i = 1")
+    return line.replace("(", "(int extra, ", 1)  # a function
+
+
+def other_kind_header(line: str) -> str:
+    """A header that opens another kind of block over the same lines."""
+    indent = line[:len(line) - len(line.lstrip())]
+    return indent + ("TEST(Pool, Case) {\n" if not line.startswith(" ") else "while (running) {\n")
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_a_change_in_a_block_whose_header_the_release_changed(seed):
+    """A whole class of releases: the header of the block the fix edits changed by the release, either to
+    open the same kind of block (the fix placed, the release's header kept) or another kind (a function
+    made a test macro's body, an `if` a `while`: refused, though the hunks' lines are all there). Through
+    DiffTransform with the pre-image, as make_patch runs it."""
+    rng = random.Random(seed)
+    lines = lines_of(MODULE)
+    at, kind, post = random_edit(rng, lines, SIMPLE)
+    same = rng.random() < 0.5
+    release, right = with_header(lines, post, at, same_kind_header if same else other_kind_header)
+    try:
+        got = DiffTransform("pool.cc", hunks_between(MODULE, "".join(post), "pool.cc")).rewrite(
+            "".join(release), pre_image=MODULE).source
+    except TransformFailed as err:
+        got = str(err)
+    assert got == ("".join(right) if same else got) and (same or "another block here" in got), (kind, at)
 
 
 def test_the_engine_says_the_syntax_placed_a_cpp_change():

@@ -570,3 +570,13 @@ def with_reflowed(lines: list[str], at: int, kind: str, flowed: set[int], reflow
         elif kind == "add":
             right += mine + [indent + added]
     return release, right
+
+
+def with_header(lines: list[str], post_lines: list[str], at: int, rewrite) -> tuple[list[str], list[str]]:
+    """(a release: the header of the block line `at` is in (the nearest line above indented less) made
+    `rewrite(header)`; the right answer: `post_lines`, the fix's edit at `at`, with the same header)."""
+    width = len(lines[at]) - len(lines[at].lstrip())
+    header = next(n for n in range(at - 1, -1, -1) if lines[n].strip() and len(lines[n]) - len(lines[n].lstrip()) < width)
+    release, right = list(lines), list(post_lines)
+    release[header] = right[header] = rewrite(lines[header])
+    return release, right

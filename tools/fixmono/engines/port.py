@@ -485,13 +485,17 @@ class DiffTransform:
         if not three_way.verified(pre, self.hunks):
             return None, f"by its hunks: the pre-image ({blob}) does not hold them"
         syntax = {"python": structure.PYTHON, "cpp": structure_cpp.CPP}.get(self.engine)
-        planned = three_way.placements(pre, lines_of(source), self.hunks, syntax and syntax.block_kind)
+        target = lines_of(source)
+        planned = three_way.placements(pre, target, self.hunks, syntax and structure.Headers(pre, target, syntax))
         if planned == three_way.PRESENT:
             return planned, f"its changes stand here where its pre-image ({blob}) has their lines"
-        if planned is None and syntax:
-            planned = structure.placements(pre, lines_of(source), self.hunks, syntax)
+        conflict = planned if isinstance(planned, three_way.Conflict) else None
+        if conflict or planned is None and syntax:
+            planned = structure.placements(pre, target, self.hunks, syntax)
             if planned is not None:
                 return planned, f"placed by the syntax of the diff's pre-image ({blob})"
+        if conflict:  # the hunks' text alone would put it there: what the pre-image shows is no guess
+            raise TransformFailed(f"{conflict}; refusing to put it there (by the diff's pre-image ({blob}))")
         if planned is None:
             return None, f"by its hunks: the lines a change edits, their neighbours or the header of their block " \
                          f"differ here from its pre-image ({blob})"

@@ -193,9 +193,11 @@ def aligned(pre: Read, target: Read, pre_defs: dict, target_defs: dict) -> dict[
         span = target_defs.get(qualified)
         if span is None and len(by_name.get(qualified[-1], ())) == 1 and names_pre[qualified[-1]] == 1:
             span = by_name[qualified[-1]][0]
-        if span is None:  # renamed and moved: the one def of a name the pre-image lacks with this body
+        if span is None:  # renamed and moved: the one def (a def, a class) of a name the pre-image lacks with this body
+            sort = pre.syntax.block_kind(pre.text_of(first))[0]
             span = alike(keys_pre[first + 1:last + 1], keys_target,
-                         [s for q, s in target_defs.items() if q[-1] not in named])
+                         [s for q, s in target_defs.items()
+                          if q[-1] not in named and target.syntax.block_kind(target.text_of(s[0]))[0] == sort])
         if span is None:
             continue
         # what the order matched of either def is dropped: the def is matched to its namesake alone
@@ -534,6 +536,81 @@ def same_header(pre: Read, mine: int | None, target: Read, theirs: int | None, p
         pre.syntax.block_kind(pre.text_of(mine)) == target.syntax.block_kind(target.text_of(theirs))
 
 
+class Headers:
+    """Whether a change the line alignment placed (three_way.py) is in the block of the same header as in
+    the pre-image: the header statements (the nearest code unit above indented less than the change, as
+    Read.parent) are partners in the alignment, or each changed by the release (no partner) and opening the
+    same kind of block (`def f(a)` made `def f(a, b)`; not `enum Kind {` made `static const int kinds[] = {`);
+    or the top level on both sides. The texts are read as units only where the lines alone do not show it."""
+
+    def __init__(self, pre_lines: list[str], target_lines: list[str], syntax: Syntax):
+        self.lines, self.syntax = (pre_lines, target_lines), syntax
+        self.reads: list[Read] | None = None
+        self.taken: set[int] | None = None
+        self.conflict = ""  # the first change found in another block
+
+    def same(self, here: dict[int, int], at: int, spot: int, rows: list[tuple[str, str]]) -> bool:
+        """The change of `rows` (hunk lines) at pre-image line `at`, placed at target line `spot`."""
+        first = next((text for _, text in rows if text.strip()), "")
+        width = len(first.expandtabs()) - len(first.lstrip().expandtabs())
+        if width == 0:
+            return True
+        mine, theirs = (less_indented(lines, line, width) for lines, line in zip(self.lines, (at, spot)))
+        if mine is not None and here.get(mine) == theirs:
+            return True  # the same line heads both blocks
+        if self.reads is None:
+            units = [self.syntax.units(lines) for lines in self.lines]
+            if None in units:
+                return self.judge(here, mine, theirs, *self.lines)
+            self.reads = [Read(lines, u, self.syntax) for lines, u in zip(self.lines, units)]
+        pre, target = self.reads
+        mine, theirs = header_unit(pre, at, width), header_unit(target, spot, width)
+        return self.judge(here, None if mine is None else pre.units[mine].start,
+                          None if theirs is None else target.units[theirs].start, pre.lines, target.lines,
+                          None if mine is None else pre.text_of(mine),
+                          None if theirs is None else target.text_of(theirs))
+
+    def judge(self, here: dict, mine: int | None, theirs: int | None, pre: list[str], target: list[str],
+              mine_text: str | None = None, theirs_text: str | None = None) -> bool:
+        """Header lines `mine` (pre-image) and `theirs` (target), None at the top level, head one block."""
+        if mine is None or theirs is None:
+            if mine is None and theirs is None:
+                return True
+            self.conflict = self.conflict or ("its lines are in a block here, at the top level in the diff's "
+                                              "pre-image" if mine is None else "its lines are at the top level "
+                                              "here, in a block in the diff's pre-image")
+            return False
+        if self.taken is None:
+            self.taken = set(here.values())
+        if here.get(mine) == theirs or mine not in here and theirs not in self.taken and \
+                self.syntax.block_kind(mine_text or pre[mine]) == self.syntax.block_kind(theirs_text or target[theirs]):
+            return True
+        self.conflict = self.conflict or f"its lines are in another block here (`{target[theirs].strip()}` " \
+                                         f"where the diff's pre-image has `{pre[mine].strip()}`)"
+        return False
+
+
+def less_indented(lines: list[str], at: int, width: int) -> int | None:
+    """The nearest line above `at` indented less than `width` (blank and comment lines, and C/C++
+    directives, aside); None at the top level."""
+    for n in range(at - 1, -1, -1):
+        text = lines[n].lstrip()
+        if text and not text.startswith(("#", "//", "/*", "*")) and \
+                len(lines[n].expandtabs()) - len(text.expandtabs()) < width:
+            return n
+    return None
+
+
+def header_unit(read: Read, line: int, width: int) -> int | None:
+    """The header of the block a line of indentation `width` at `line` is in: the nearest code unit that
+    starts above `line` and is indented less (the statement over lines it is inside, where it is)."""
+    for n in range(read.owner[line - 1] if 0 < line <= len(read.lines) else len(read.units) - 1, -1, -1):
+        unit = read.units[n]
+        if unit.code and unit.nests and unit.start < line and len(unit.indent.expandtabs()) < width:
+            return n
+    return None
+
+
 @dataclass(frozen=True)
 class Syntax:
     """What the units need of a language: its units, its code tokens with their offsets, its defs by
@@ -542,16 +619,16 @@ class Syntax:
     tokens: Callable[[str], list[Token] | None]
     defs: Callable[[Read], dict[tuple[str, ...], tuple[int, int]] | None]
     comment_starts: tuple[str, ...]
-    block_kind: Callable[[str], str]  # what a block's header line opens: `def forward`, `if`, `enum Kind`
+    block_kind: Callable[[str], tuple[str, str]]  # what a block's header opens: (def, forward), (if, ), (enum, Kind)
 
 
-def block_kind(line: str) -> str:
-    """What kind of block a Python header line opens: `def NAME` / `class NAME`, else its first word or
-    sign (`if`, `with`, `)` closing a header over lines)."""
-    if named := re.match(r"\s*(?:async\s+)?(def|class)\s+(\w+)", line):
-        return f"{named[1]} {named[2]}"
-    first = re.match(r"\s*(\w+|\S)", line)
-    return first[1] if first else ""
+def block_kind(header: str) -> tuple[str, str]:
+    """What kind of block a Python header opens: (`def`/`class`, its name), else (its first word or sign, "")
+    (`if`, `with`, `)` closing a header over lines)."""
+    if named := re.match(r"\s*(?:async\s+)?(def|class)\s+(\w+)", header):
+        return named[1], named[2]
+    first = re.match(r"\s*(\w+|\S)", header)
+    return (first[1] if first else ""), ""
 
 
 PYTHON = Syntax(units_of, code_tokens, defs_of, ("#",), block_kind)

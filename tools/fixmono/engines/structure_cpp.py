@@ -177,24 +177,25 @@ def without_template(code: str) -> str:
     return code
 
 
-def block_kind(line: str) -> str:
-    """What kind of block a C/C++ header (its lines) opens: a control word (`if`, `else`), a keyword and its name
-    (`enum Kind`, `namespace detail`), the function it defines (its storage and arguments aside: `(Foo`), a
-    macro with its arguments (`TEST_F(Suite, Case)`), else its first word or sign."""
-    code = without_template(re.sub(r"(?s:/\*.*?\*/)|//[^\n]*", "", line).strip())
+def block_kind(header: str) -> tuple[str, str]:
+    """What kind of block a C/C++ header (its lines) opens: (a control word, "") (`if`, `else`); (a keyword,
+    its name) (`enum Kind`, `namespace detail`); ("function", its name) (storage and arguments aside);
+    ("macro", the call) (`TEST_F(Suite, Case)`: its arguments name the block); else (its first word or
+    sign, "")."""
+    code = without_template(re.sub(r"(?s:/\*.*?\*/)|//[^\n]*", "", header).strip())
     words = re.findall(r"[A-Za-z_]\w*", code)
     if not words:
-        return code[:1]
+        return code[:1], ""
     if words[0] in CONTROL:
-        return words[0]
+        return words[0], ""
     if words[0] in TYPE_KEYWORDS:
         named = [w for w in words[1:] if w not in ("class", "struct")]
-        return f"{words[0]} {named[0] if named else ''}"
+        return words[0], named[0] if named else ""
     if called := CALLED.search(code):
-        if called[1].isupper():  # a macro: its arguments name the block (TEST_F(Suite, Case))
-            return code[called.start():code.find(")", called.end()) + 1]
-        return "(" + called[1]
-    return words[0]
+        if called[1].isupper():
+            return "macro", code[called.start():code.find(")", called.end()) + 1]
+        return "function", called[1]
+    return words[0], ""
 
 
 CPP = Syntax(units_of, code_tokens, defs_of, ("//", "/*"), block_kind)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import re
-from collections.abc import Callable
 from difflib import SequenceMatcher
 
 from fixmono.model.patchfile import Hunk
@@ -32,21 +31,24 @@ def verified(pre: list[str], hunks: tuple[Hunk, ...]) -> bool:
 PRESENT = "present"  # every change of a hunk stands in the target as the diff makes it
 
 
-def placements(pre: list[str], target: list[str], hunks: tuple[Hunk, ...],
-               block_kind: Callable[[str], str] | None = None) -> list[tuple] | str | None:
+class Conflict(str):
+    """Why a change whose lines and neighbours the target has is not placed: the block around them is
+    another kind of block there."""
+
+
+def placements(pre: list[str], target: list[str], hunks: tuple[Hunk, ...], headers=None) -> list[tuple] | str | None:
     """For each hunk (in order): (start, stop, replacement, rows of added lines in it, the hunk as it edits
     the target) on `target` as it is before any hunk, its rows made to fit the target where they had to be
     (a line both changed, merged; a name the target renamed). PRESENT where every
     hunk's changes stand in the target already; None where one change cannot be placed by the
-    alignment, or some hunks are there and some not. `block_kind` (the language's, structure.Syntax): each
-    change must also be in the block of the same header as in the pre-image (enclosing_header)."""
+    alignment, or some hunks are there and some not. `headers` (structure.Headers, for a language it
+    reads): each change must also be in the block of the same header as in the pre-image, else a Conflict."""
     here = aligned(pre, target)
-    headers = Headers(pre, target, here, block_kind) if block_kind else None
     out = []
     for hunk in hunks:
         placed = placement(hunk, here, pre, target, headers)
         if placed is None:
-            return None
+            return Conflict(f"{hunk.label}: {headers.conflict}") if headers and headers.conflict else None
         out.append(placed)
     if all(placed == PRESENT for placed in out):
         return PRESENT  # every hunk's changes stand there already, as the diff makes them
@@ -146,7 +148,7 @@ def placement(hunk: Hunk, here: dict[int, int], pre: list[str], target: list[str
             plus = [r for r in range(i, j) if rows[r][0] == "+"]
             edited.update({minus[n]: theirs[n] for n in range(removed)})
             edited.update({plus[n]: added[n] for n in range(removed)})
-        if headers and not headers.same(at, spot[0], rows[i:j]):
+        if headers and not headers.same(here, at, spot[0], rows[i:j]):
             return None
         changes.append((*spot, added))
     if present and not changes:
@@ -161,43 +163,6 @@ def placement(hunk: Hunk, here: dict[int, int], pre: list[str], target: list[str
         replacement += lines
         cursor = end
     return start, stop, replacement, new_rows, with_merged(hunk, edited)
-
-
-class Headers:
-    """Whether a change placed by the alignment is in the block of the same header as in the pre-image."""
-
-    def __init__(self, pre: list[str], target: list[str], here: dict[int, int], block_kind: Callable[[str], str]):
-        self.pre, self.target, self.here, self.block_kind = pre, target, here, block_kind
-        self.taken = set(here.values())
-
-    def same(self, at: int, spot: int, rows: list[tuple[str, str]]) -> bool:
-        """The change of `rows` at pre-image line `at`, placed at target line `spot`: the header of its block
-        (enclosing_header, by the indentation of its first line) is the same line on both sides, or a line
-        each side changed (no partner) that opens the same kind of block (`def f(a)` made `def f(a, b)`;
-        not `enum Kind {` made `static const int kinds[] = {`); the file's top level on both sides."""
-        first = next((text for _, text in rows if text.strip()), "")
-        width = len(first.expandtabs()) - len(first.lstrip().expandtabs())
-        mine, theirs = enclosing_header(self.pre, at, width), enclosing_header(self.target, spot, width)
-        if mine is None or theirs is None:
-            return mine is None and theirs is None
-        if self.here.get(mine) == theirs:
-            return True
-        return mine not in self.here and theirs not in self.taken and \
-            self.block_kind(self.pre[mine]) == self.block_kind(self.target[theirs])
-
-
-def enclosing_header(lines: list[str], at: int, width: int) -> int | None:
-    """The nearest line above `at` indented less than `width` (blank, comment and preprocessor lines aside):
-    the header of the block a line at that indentation is in; None at the top level."""
-    if width == 0:
-        return None
-    for n in range(at - 1, -1, -1):
-        text = lines[n].lstrip()
-        if not text or text.startswith(("#", "//", "/*", "*")):
-            continue
-        if len(lines[n].expandtabs()) - len(text.expandtabs()) < width:
-            return n
-    return None
 
 
 def with_merged(hunk: Hunk, edited: dict[int, str]) -> Hunk:
