@@ -77,12 +77,25 @@ def test_a_diff_with_other_hunks_or_path_is_another_key():
 
 
 def test_a_diffs_key_holds_every_source_the_port_reads_with():
-    """An edit of the C/C++ scopes, the diff's line splitting, tree-sitter or Python is another key."""
+    """An edit of any module the port runs (the alignment, the syntax step of either language, the C/C++
+    scopes, the diff's line splitting), tree-sitter or Python is another key: every module of fixmono's
+    engines and model loaded by ports of both languages with their pre-images is in it."""
     from fixmono.engines import remembered
+    from fixmono.testing import hunks_between
 
+    cpp = "int F(int a) {\n  int b = a;\n  return b;\n}\n"
+    py = "def f(a):\n    b = a\n    return b\n"
+    for path, pre, old, new in (("f.cc", cpp, "  int b = a;\n", "  int b = a + 1;\n"),
+                                ("f.py", py, "    b = a\n", "    b = a + 1\n")):
+        release = pre.replace(old, old.replace("a", "(a)"))  # the edited line changed: the syntax step reads it
+        with pytest.raises(TransformFailed):  # (the two edits meet)
+            DiffTransform(path, hunks_between(pre, pre.replace(old, new), path)).rewrite(release, pre_image=pre)
     engine_bytes = remembered.port_engine()
-    for name in ("engines/port.py", "engines/cpp.py", "model/patchfile.py"):
-        assert (Path(remembered.__file__).parents[1] / name).read_bytes() in engine_bytes, name
+    loaded = [m for name, m in sys.modules.items() if name.startswith(("fixmono.engines.", "fixmono.model."))]
+    assert {"fixmono.engines.structure", "fixmono.engines.structure_cpp", "fixmono.engines.cpp"} <= \
+        {m.__name__ for m in loaded}
+    for module in loaded:
+        assert Path(module.__file__).read_bytes() in engine_bytes, module.__name__
     assert f"{sys.version_info[:2]}".encode() in engine_bytes
     assert remembered.package_version("tree-sitter-cpp").encode() in engine_bytes
 

@@ -47,16 +47,17 @@ def fingerprint(module: str | None, engine_file: str, parser_version: str) -> st
 
 def diff_code(path: str, hunks: tuple) -> str:
     """The code a diff's port runs: its file path and hunks (a frozen dataclass's
-    repr is its content), the port engine's source and what it reads with (the
-    C/C++ scopes, the diff's line splitting, tree-sitter's grammar, Python's ast)."""
+    repr is its content), the port engine's source and what it reads with (every
+    module of engines/ and model/: the alignment, the syntax step, the C/C++ scopes,
+    the diff's line splitting; tree-sitter's grammar, Python's ast)."""
     return hashlib.sha256(f"{FORMAT}\0{path}\0{hunks!r}\0".encode("utf-8", "surrogatepass")
                           + port_engine()).hexdigest()
 
 
 @functools.lru_cache(maxsize=1)
 def port_engine() -> bytes:
-    here = Path(__file__).parent
-    sources = [here / "port.py", here / "three_way.py", here / "cpp.py", here.parent / "model" / "patchfile.py"]
+    here = Path(__file__).parent  # every module the port may run (a syntax step's edit left out served stale results)
+    sources = sorted(here.glob("*.py")) + sorted((here.parent / "model").glob("*.py"))
     return b"\0".join([path.read_bytes() for path in sources]
                        + [f"{package_version('tree-sitter')} {package_version('tree-sitter-cpp')} "
                           f"{sys.version_info[:2]}".encode()])

@@ -628,7 +628,8 @@ def block_kind(header: str) -> tuple[str, str]:
     if named := re.match(r"\s*(?:async\s+)?(def|class)\s+(\w+)", header):
         return named[1], named[2]
     first = re.match(r"\s*(\w+|\S)", header)
-    return (first[1] if first else ""), ""
+    word = first[1] if first else ""
+    return ("if" if word == "elif" else word), ""  # a branch made the first or a later one: one test still
 
 
 PYTHON = Syntax(units_of, code_tokens, defs_of, ("#",), block_kind)

@@ -186,8 +186,8 @@ def block_kind(header: str) -> tuple[str, str]:
     words = re.findall(r"[A-Za-z_]\w*", code)
     if not words:
         return code[:1], ""
-    if words[0] in CONTROL:
-        return words[0], ""
+    if words[0] in CONTROL:  # `else if` is an `if` (a branch made the first or a later one), `else` alone not
+        return ("if" if words[:2] == ["else", "if"] else words[0]), ""
     if words[0] in TYPE_KEYWORDS:
         named = [w for w in words[1:] if w not in ("class", "struct")]
         return words[0], named[0] if named else ""
