@@ -127,7 +127,7 @@ HEADER_CASES = {  # name: (pre-image, its header line, the line the diff adds af
     "c++: an enum given a type": (CPP_BLOCK, "enum Kind {", "  kBeta = 2,\n", "enum class Kind : int {", True),
     "c++: a function made static, an argument added": (
         CPP_BLOCK, "int Use(int k) {", "  return k;\n", "static int Use(int k, int scale) {", True),
-    "c++: a function renamed": (CPP_BLOCK, "int Use(int k) {", "  return k;\n", "int Apply(int k) {", False),
+    "c++: a function renamed, one for one": (CPP_BLOCK, "int Use(int k) {", "  return k;\n", "int Apply(int k) {", True),
 }
 
 

@@ -413,6 +413,7 @@ class DiffTransform:
             found, errors = cpp_read(source)  # errors as written (macros, #if): not to grow
             scopes = Mapped(found, source) if found else None
         lines = Lines(lines_of(source))
+        original = list(lines)
         changed, present, absent = [], [], []
         offset = drift = 0  # lines added before the next hunk; how far from its named line the last one sat
         # line numbers decide between places only where the file is the diff's own pre-image (its blob id),
@@ -444,6 +445,9 @@ class DiffTransform:
                 absent.append(hunk.label)
             else:
                 start, stop, replacement, new_rows = result
+                if pre_image is not None and (twice := added_already(self.hunks[n], lines_of(pre_image),
+                                                                     original, start - offset)):
+                    raise TransformFailed(twice)  # (in the release as it was: the diff may add it twice itself)
                 drift = start - (hunk.start - 1 + offset)
                 if scopes:
                     scopes.replaced(start, stop, lines[start:stop], replacement, new_rows)
@@ -500,6 +504,40 @@ class DiffTransform:
             return None, f"by its hunks: the lines a change edits, their neighbours or the header of their block " \
                          f"differ here from its pre-image ({blob})"
         return planned, f"placed through the diff's pre-image ({blob})"
+
+
+def added_already(hunk: Hunk, pre: list[str], lines: list[str], start: int) -> str | None:
+    """Why the hunk, placed at line index `start` of `lines`, would add a statement this release has
+    already: a whole statement it adds (not one it moves; not a line of a statement over lines) that stands
+    in the release's def around the place (in the file, for an unindented line) and nowhere in the
+    pre-image's def around the hunk; None where none does."""
+    moved = {t.strip() for k, t in hunk.lines if k == "-"}
+    above = ""  # the post-image line before this one
+    for kind, text in hunk.lines:
+        line, before = text.strip(), above
+        above = line if kind != "-" and line else above
+        if kind != "+" or line in moved or len(line) < 8 or trivial(norm(line)) or not whole_statement(line, before):
+            continue
+        if indent_of(text):
+            here, there = three_way.enclosing_def(lines, start), three_way.enclosing_def(pre, hunk.first)
+        else:
+            here, there = (0, len(lines)), (0, len(pre))
+        found = [n for n in range(*here) if lines[n].strip() == line]
+        if found and not any(pre[n].strip() == line for n in range(*there)):
+            return (f"{hunk.label}: the line it adds (`{line}`) stands at line {found[0] + 1} of this release "
+                    "already, where the diff's pre-image has it nowhere: fixed there in another form? refusing "
+                    "to add it twice")
+    return None
+
+
+def whole_statement(line: str, before: str) -> bool:
+    """A stripped line that is a statement of its own: its brackets closed, nothing left open by the line
+    before it (`(`, `,`, an operator), no comment."""
+    if line.startswith(("#", "//", ")", "]", "}", ".", "+", "-", "*", "&", "|")) or \
+            line.endswith((",", "(", "[", "{", "\\", ":", "=", "+", "&&", "||", " and", " or")) or \
+            before.endswith(("(", "[", "{", ",", "\\", "=", "+", "-", "*", "&&", "||", " and", " or")):
+        return False
+    return all(line.count(a) == line.count(b) for a, b in ("()", "[]", "{}"))
 
 
 def check_edit(source: str, new: str, hunks: list[Hunk]) -> None:
@@ -794,7 +832,8 @@ def place(hunk: Hunk, lines: list[str], expected: int, scopes: "Mapped | None", 
     old, new = hunk.old, hunk.new
     found_old = [p for p in exact(old, lines) if confirmed(p, p + probe_row(hunk, "-"))]
     found_new = [p for p in exact(new, lines) if confirmed(p, p + probe_row(hunk, "+"))
-                 and not scopes.written(p, len(new))]  # an earlier hunk's own lines are not this one applied
+                 and not scopes.written(p, len(new)) and at_its_edge(hunk, p, len(new), len(lines))]
+    # (an earlier hunk's own lines are not this one applied)
     if hunk.lines and hunk.lines[-1][0] == "+" and len(lines) - len(new) in found_new and old:
         return "present"  # lines the diff adds at the end of the file (no context after them) end this file
     if by_line is not None and not (wanted or header) and len(found_old) == 1 and not found_new and \
@@ -894,6 +933,16 @@ def choose(hunk: Hunk, found_old: list[int], found_new: list[int], expected: int
     return None
 
 
+def at_its_edge(hunk: Hunk, start: int, size: int, total: int) -> bool:
+    """A place of the post-image of a hunk that only removes lines, with context on one side only (the lines
+    it removes end or begin the file): there only at that end of the file. Its context alone, elsewhere,
+    is no sign that the lines are gone (the file's last def changed, not removed)."""
+    kinds = [k for k, _ in hunk.lines]
+    if "+" in kinds or "-" not in kinds or (kinds[0] == " ") == (kinds[-1] == " "):
+        return True
+    return start + size == total if kinds[0] == " " else start == 0
+
+
 def like_its_neighbours(hunk: Hunk) -> bool:
     """An added line reads as the line above or below it (`None,` added to a
     run of `None,`): the file shows the hunk's old lines inside its new ones
@@ -955,6 +1004,18 @@ def place_normalised(hunk: Hunk, lines: list[str], scopes, confirmed, top_level:
     olds = [(i, k, t) for i, k, t in rows if k != "+"]
     news = [(i, k, t) for i, k, t in rows if k != "-"]
     stream = Tokens(lines, norm)
+    # the context line heading the changed lines' block is not dropped where the block's name alone does not
+    # tell it (a C/C++ function: its overloads; a property's setter, a typing.overload): without it a change
+    # of a setter fits the getter, one of an overload another overload
+    heading = telling_header_row(hunk, norm is norm_cpp)
+
+    def headed(p: int, core: list) -> bool:
+        """The place of `core` at targets[p] lies under the header the hunk shows (where it must)."""
+        if heading is None or any(i == heading for i, _, _ in core):
+            return True
+        above = nearest_header(lines, targets[p][0], norm is norm_cpp)
+        return above is not None and norm(lines[above]) == norm(hunk.lines[heading][1])
+
     for trim in range(0, 2 * MAX_TRIM + 1):  # fewest context lines dropped first, at most MAX_TRIM at each end
         for lead in range(max(trim - MAX_TRIM, 0), min(trim, MAX_TRIM) + 1):
             tail = trim - lead
@@ -970,9 +1031,10 @@ def place_normalised(hunk: Hunk, lines: list[str], scopes, confirmed, top_level:
             keep = {i for i, _, _ in core_old}
             core_new = [r for r in news if r[1] == "+" or r[0] in keep]
             at_old = [p for p in seq(core_old, targets, hunk, lines)
-                      if confirmed(targets[p][0], probe(core_old, targets, p), trim > 0)]
+                      if confirmed(targets[p][0], probe(core_old, targets, p), trim > 0) and headed(p, core_old)]
             at_new = [p for p in seq(core_new, targets, hunk, lines)
-                      if confirmed(targets[p][0], probe(core_new, targets, p), trim > 0)
+                      if confirmed(targets[p][0], probe(core_new, targets, p), trim > 0) and headed(p, core_new)
+                      and at_its_edge(hunk, p, len(core_new), len(targets))
                       and not any(scopes.written(t, 1) for t, _ in targets[p:p + len(core_new)])
                       ] if joins_the_removal(hunk, keep, norm) else []
             p = choose(hunk, at_old, at_new, None, "its lines (as tokens)", (len(core_old), len(core_new)))
@@ -1065,7 +1127,10 @@ def reflowed(hunk: Hunk, core_old: list, core_new: list, lines: list[str], strea
     def places(rows):
         wanted = without_trailing_commas([t for _, _, text in rows for t in tokens(text)])
         return [(a, b) for a, b in stream.find(wanted) if confirmed(a, b, trimmed)]
-    return bool(places(core_new)) and not places(core_old)
+    code = [n for n, line in enumerate(lines) if line.strip()]
+    at_edge = [(a, b) for a, b in places(core_new)  # (the first and last code lines stand for the file's edges)
+               if not code or at_its_edge(hunk, code.index(a), code.index(b) + 1 - code.index(a), len(code))]
+    return bool(at_edge) and not places(core_old)
 
 
 def hunk_span(hunk: Hunk, core: list, norm) -> tuple[int, int]:
@@ -1092,6 +1157,42 @@ def probe(rows: list, targets: list, p: int) -> int:
     """The target line of the first changed row (or the row above it) of `rows` placed at `p`."""
     first = next((n for n, (_, k, _) in enumerate(rows) if k != " "), 0)
     return targets[p + max(first - (1 if rows[first][1] == " " else 0), 0)][0]
+
+
+def telling_header_row(hunk: Hunk, cpp: bool) -> int | None:
+    """The row of the hunk's context line that heads the block its first changed line is in (the nearest
+    non-blank context line above it indented less), where its name alone does not tell that block: a
+    C/C++ function's header (an overload has its name), a def under `@NAME.setter`/`.deleter` or
+    `@overload`; else None (a Python def made a method keeps its name: its header may differ)."""
+    first = next((i for i, (k, t) in enumerate(hunk.lines) if k != " " and t.strip()), None)
+    if first is None:
+        return None
+    width = len(indent_of(hunk.lines[first][1]).expandtabs())
+    row = next((i for i in range(first - 1, -1, -1) if hunk.lines[i][0] == " " and hunk.lines[i][1].strip()
+                and len(indent_of(hunk.lines[i][1]).expandtabs()) < width), None)
+    if row is None:
+        return None
+    header = hunk.lines[row][1]
+    if cpp:
+        words = re.findall(r"[A-Za-z_]\w*", header)
+        return row if "(" in header and words and words[0] not in CPP_NOT_NAMES | {"else", "do", "switch"} else None
+    above = [t.strip() for _, t in hunk.lines[:row] if t.strip()][-1:]
+    decorated = bool(above) and re.match(r"@(\w+\.(setter|deleter)|(typing\.)?overload)\b", above[0])
+    return row if decorated and DEF.match(header) else None
+
+
+def nearest_header(lines: list[str], at: int, cpp: bool) -> int | None:
+    """The nearest def line (Python) or function header (C/C++: a call-like line that opens a block or
+    ends in `)`, no control statement) at or above line index `at`."""
+    for n in range(min(at, len(lines) - 1), -1, -1):
+        text = lines[n].strip()
+        if not cpp and DEF.match(lines[n]):
+            return n
+        words = re.findall(r"[A-Za-z_]\w*", text)
+        if cpp and "(" in text and text.endswith(("{", ")")) and words and \
+                words[0] not in CPP_NOT_NAMES | {"else", "do", "switch"}:
+            return n
+    return None
 
 
 def trimmed(olds: list, lead: int, tail: int):

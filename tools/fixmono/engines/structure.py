@@ -27,6 +27,7 @@ import ast
 import io
 import re
 import tokenize
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from difflib import SequenceMatcher
@@ -110,6 +111,14 @@ class Read:
 
     def text_of(self, n: int) -> str:
         return "".join(self.lines[self.units[n].start:self.units[n].stop])
+
+    def kind_of(self, n: int) -> tuple[tuple[str, str], int]:
+        """(the kind of block unit `n` opens, how many code units of this text open that kind)."""
+        if not hasattr(self, "kinds"):
+            self.kinds = [self.syntax.block_kind(self.text_of(m)) if u.code else None
+                          for m, u in enumerate(self.units)]
+            self.counts = Counter(self.kinds)
+        return self.kinds[n], self.counts[self.kinds[n]]
 
     def parent(self, n: int) -> int | None:
         """The header of the block unit `n` is in: the nearest code unit above with less indentation."""
@@ -532,8 +541,7 @@ def same_header(pre: Read, mine: int | None, target: Read, theirs: int | None, p
         return mine is None and theirs is None
     if partner.get(mine) == theirs:
         return True
-    return mine not in partner and theirs not in taken and \
-        pre.syntax.block_kind(pre.text_of(mine)) == target.syntax.block_kind(target.text_of(theirs))
+    return mine not in partner and theirs not in taken and same_kind(pre, mine, target, theirs)
 
 
 class Headers:
@@ -556,23 +564,23 @@ class Headers:
         if width == 0:
             return True
         mine, theirs = (less_indented(lines, line, width) for lines, line in zip(self.lines, (at, spot)))
-        if mine is not None and here.get(mine) == theirs:
-            return True  # the same line heads both blocks
+        if mine is not None and here.get(mine) == theirs and starts_a_statement(self.lines[0], mine):
+            return True  # the same line heads both blocks (not a `{` or `) -> None:` whose header is above)
         if self.reads is None:
             units = [self.syntax.units(lines) for lines in self.lines]
-            if None in units:
-                return self.judge(here, mine, theirs, *self.lines)
+            if None in units:  # not read as statements: only the same line heads both blocks
+                return self.judge(here, mine, theirs, None)
             self.reads = [Read(lines, u, self.syntax) for lines, u in zip(self.lines, units)]
         pre, target = self.reads
         mine, theirs = header_unit(pre, at, width), header_unit(target, spot, width)
+        units = None if mine is None or theirs is None else (mine, theirs)
         return self.judge(here, None if mine is None else pre.units[mine].start,
-                          None if theirs is None else target.units[theirs].start, pre.lines, target.lines,
-                          None if mine is None else pre.text_of(mine),
-                          None if theirs is None else target.text_of(theirs))
+                          None if theirs is None else target.units[theirs].start, units)
 
-    def judge(self, here: dict, mine: int | None, theirs: int | None, pre: list[str], target: list[str],
-              mine_text: str | None = None, theirs_text: str | None = None) -> bool:
-        """Header lines `mine` (pre-image) and `theirs` (target), None at the top level, head one block."""
+    def judge(self, here: dict, mine: int | None, theirs: int | None, units: tuple | None) -> bool:
+        """Header lines `mine` (pre-image) and `theirs` (target), None at the top level, head one block;
+        `units`: their units, where the texts were read as units (else only the same line heads both)."""
+        pre, target = self.lines
         if mine is None or theirs is None:
             if mine is None and theirs is None:
                 return True
@@ -582,12 +590,27 @@ class Headers:
             return False
         if self.taken is None:
             self.taken = set(here.values())
-        if here.get(mine) == theirs or mine not in here and theirs not in self.taken and \
-                self.syntax.block_kind(mine_text or pre[mine]) == self.syntax.block_kind(theirs_text or target[theirs]):
+        if here.get(mine) == theirs or mine not in here and theirs not in self.taken and units and \
+                same_kind(self.reads[0], units[0], self.reads[1], units[1]):
             return True
         self.conflict = self.conflict or f"its lines are in another block here (`{target[theirs].strip()}` " \
                                          f"where the diff's pre-image has `{pre[mine].strip()}`)"
         return False
+
+
+def same_kind(pre: Read, mine: int, target: Read, theirs: int) -> bool:
+    """Pre-image unit `mine` and target unit `theirs` open the same block: the same kind, one block of
+    its name in each file where it has a name (two overloads of `Put`, a property's getter and setter, are
+    told apart by nothing but their place); or a block renamed one for one (`class A` made `class B`: no
+    `B` in the pre-image, no `A` in the release)."""
+    (kind, count), (other, other_count) = pre.kind_of(mine), target.kind_of(theirs)
+    if kind == other:
+        return not kind[1] or kind[0] == "statement" or count == other_count == 1
+    return kind[0] == other[0] and kind[0] in RENAMED and bool(kind[1]) and bool(other[1]) and \
+        kind not in target.counts and other not in pre.counts
+
+
+RENAMED = {"def", "class", "function", "enum", "struct", "union", "namespace"}  # what a release renames (no label)
 
 
 def less_indented(lines: list[str], at: int, width: int) -> int | None:
@@ -599,6 +622,14 @@ def less_indented(lines: list[str], at: int, width: int) -> int | None:
                 len(lines[n].expandtabs()) - len(text.expandtabs()) < width:
             return n
     return None
+
+
+def starts_a_statement(lines: list[str], n: int) -> bool:
+    """Line `n` begins with a name or a decorator and the code line above it leaves nothing open."""
+    if not re.match(r"\s*[A-Za-z_@]", lines[n]):
+        return False
+    above = next((lines[m].rstrip() for m in range(n - 1, -1, -1) if lines[m].strip()), "")
+    return not above.endswith(("(", "[", ",", "\\", "=", "+", "-", "*", "/", "&&", "||", "and", "or"))
 
 
 def header_unit(read: Read, line: int, width: int) -> int | None:
@@ -623,13 +654,25 @@ class Syntax:
 
 
 def block_kind(header: str) -> tuple[str, str]:
-    """What kind of block a Python header opens: (`def`/`class`, its name), else (its first word or sign, "")
-    (`if`, `with`, `)` closing a header over lines)."""
+    """What kind of block a Python header opens: (`def`/`class`, its name), (`except`/`case`, what it catches
+    or matches), else (its first word or sign, "") (`if`, `with`, `)` closing a header over lines)."""
     if named := re.match(r"\s*(?:async\s+)?(def|class)\s+(\w+)", header):
         return named[1], named[2]
+    if labelled := re.match(r"\s*(except|case)\b\s*(.*?)\s*(?:\bas\s+\w+\s*)?:", header):  # what it catches, matches
+        return labelled[1], " ".join(labelled[2].split())
+    if not re.sub(r"#[^\n]*", "", header).rstrip().endswith(":"):  # a statement over lines, no block header
+        return statement_kind(header)
     first = re.match(r"\s*(\w+|\S)", header)
     word = first[1] if first else ""
     return ("if" if word == "elif" else word), ""  # a branch made the first or a later one: one test still
+
+
+def statement_kind(text: str) -> tuple[str, str]:
+    """A statement over lines that holds the change (no block header): ("statement", the first function it
+    calls, else its first name); there may be several of one name in a file, its place tells them apart."""
+    called = re.search(r"([A-Za-z_]\w*)\s*\(", text)
+    first = re.search(r"[A-Za-z_]\w*", text)
+    return "statement", called[1] if called else first[0] if first else ""
 
 
 PYTHON = Syntax(units_of, code_tokens, defs_of, ("#",), block_kind)

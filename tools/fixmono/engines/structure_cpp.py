@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from fixmono.engines.structure import Read, Syntax, Token, Unit, trivia, without_trailing_commas
+from fixmono.engines.structure import Read, Syntax, Token, Unit, statement_kind, trivia, without_trailing_commas
 
 ATOMIC = {"string_literal", "raw_string_literal", "char_literal", "system_lib_string"}
 ENDS_A_STATEMENT = {";", "{", "}", ",", ":"}
@@ -178,19 +178,23 @@ def without_template(code: str) -> str:
 
 
 def block_kind(header: str) -> tuple[str, str]:
-    """What kind of block a C/C++ header (its lines) opens: (a control word, "") (`if`, `else`); (a keyword,
-    its name) (`enum Kind`, `namespace detail`); ("function", its name) (storage and arguments aside);
-    ("macro", the call) (`TEST_F(Suite, Case)`: its arguments name the block); else (its first word or
-    sign, "")."""
+    """What kind of block a C/C++ header (its lines) opens: (`case`, its label); (a control word, "") (`if`,
+    `else`); (a keyword, its name) (`enum Kind`, `namespace detail`); ("function", its name) (storage and
+    arguments aside); ("macro", the call) (`TEST_F(Suite, Case)`: its arguments name the block); else (its
+    first word or sign, "")."""
     code = without_template(re.sub(r"(?s:/\*.*?\*/)|//[^\n]*", "", header).strip())
     words = re.findall(r"[A-Za-z_]\w*", code)
     if not words:
         return code[:1], ""
+    if words[0] == "case":  # its label: another label's lines are another branch
+        return "case", " ".join(code[4:].rsplit(":", 1)[0].split())
     if words[0] in CONTROL:  # `else if` is an `if` (a branch made the first or a later one), `else` alone not
         return ("if" if words[:2] == ["else", "if"] else words[0]), ""
     if words[0] in TYPE_KEYWORDS:
         named = [w for w in words[1:] if w not in ("class", "struct")]
         return words[0], named[0] if named else ""
+    if not code.rstrip().endswith(("{", ")")):  # a statement over lines, no block header
+        return statement_kind(code)
     if called := CALLED.search(code):
         if called[1].isupper():
             return "macro", code[called.start():code.find(")", called.end()) + 1]

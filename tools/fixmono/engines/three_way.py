@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import keyword
 import re
 from difflib import SequenceMatcher
 
@@ -58,6 +59,25 @@ def placements(pre: list[str], target: list[str], hunks: tuple[Hunk, ...], heade
     if any(stop > start_next for (_, stop), (start_next, _) in zip(ends, ends[1:])):
         return None  # two hunks over one line of the target
     return out
+
+
+def beside_its_neighbours(at: int, spot: int, here: dict[int, int], pre: list[str], target: list[str]) -> bool:
+    """Lines inserted before pre-image line `at`, at target line `spot`: the lines right above and below
+    them are there, one of them unchanged (the file's edge counts), the other at least changed in place at
+    the same indentation (`fh.write(data)` moved into a `with` block: lines added after it would not be)."""
+    unchanged = 0
+    for mine, theirs in ((at - 1, spot - 1), (at, spot)):
+        if mine < 0 or mine >= len(pre):
+            unchanged += theirs < 0 or theirs >= len(target)
+        elif here.get(mine) == theirs:
+            unchanged += 1
+        elif not 0 <= theirs < len(target) or indentation(pre[mine]) != indentation(target[theirs]):
+            return False
+    return unchanged > 0
+
+
+def indentation(line: str) -> int:
+    return len(line.expandtabs()) - len(line.lstrip().expandtabs())
 
 
 def aligned(pre: list[str], target: list[str]) -> dict[int, int]:
@@ -118,7 +138,7 @@ def unique_rows(lines: list[str], start: int, stop: int) -> dict[str, int]:
     return {line: n for line, n in seen.items() if n >= 0}
 
 
-def placement(hunk: Hunk, here: dict[int, int], pre: list[str], target: list[str], headers: Headers | None = None):
+def placement(hunk: Hunk, here: dict[int, int], pre: list[str], target: list[str], headers=None):
     """The hunk's changes, each where its own lines and its neighbours are in the target, as one
     replacement of the target's lines from its first change to its last (the target's own lines between).
     Names the target renamed on the hunk's lines (`data` -> `blob`) are renamed in the lines it adds."""
@@ -133,6 +153,8 @@ def placement(hunk: Hunk, here: dict[int, int], pre: list[str], target: list[str
         removed = sum(k == "-" for k, _ in rows[i:j])
         added = [t for k, t in rows[i:j] if k == "+"]
         spot = target_span(at, removed, here, len(target), len(pre))
+        if spot is not None and not removed and not beside_its_neighbours(at, spot[0], here, pre, target):
+            return None
         if spot is None:
             spot = in_place(at, removed, here, len(target), len(pre))
             if spot is None or removed != len(added):
@@ -173,22 +195,66 @@ def with_merged(hunk: Hunk, edited: dict[int, str]) -> Hunk:
 
 def renamed_names(hunk: Hunk, here: dict[int, int], pre: list[str], target: list[str]) -> dict[str, str]:
     """Names the target renamed, consistently, on the hunk's old lines that it changed in place (each
-    such line the same but for names swapped one for one); a name still on any of them is not renamed."""
+    such line the same but for names swapped one for one); a name still on any of them, or anywhere in
+    the target's top-level block around them (a parameter the release still has: `Clamp(n)` made
+    `Clamp(kMax)` renames no `n`), is not renamed, nor is a keyword."""
     found: dict[str, set] = {}
     seen_here: set[str] = set()
     at = hunk.start - 1
+    spots = []
     for n in range(len(hunk.old)):
         spot = None if at + n in here else in_place(at + n, 1, here, len(target), len(pre))
         if spot is None:
             continue
+        spots.append(spot[0])
         old, new = TOKEN.findall(pre[at + n]), TOKEN.findall(target[spot[0]])
         seen_here |= set(new)
         for tag, i1, i2, j1, j2 in SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
             if tag == "replace" and i2 - i1 == j2 - j1:
                 for a, b in zip(old[i1:i2], new[j1:j2]):
-                    if NAME.fullmatch(a) and NAME.fullmatch(b):
+                    if NAME.fullmatch(a) and NAME.fullmatch(b) and not {a, b} & KEYWORDS:
                         found.setdefault(a, set()).add(b)
+    if found:
+        first, last = enclosing_def(target, min(spots)), enclosing_def(target, max(spots))
+        seen_here |= {t for line in target[first[0]:last[1]] for t in NAME.findall(line)}
     return {a: b.pop() for a, b in found.items() if len(b) == 1 and a not in seen_here}
+
+
+KEYWORDS = set(keyword.kwlist) | {"auto", "break", "case", "catch", "class", "const", "constexpr", "continue",
+                                  "default", "delete", "do", "else", "enum", "for", "if", "namespace", "new",
+                                  "nullptr", "return", "sizeof", "static", "struct", "switch", "template", "this",
+                                  "throw", "try", "typedef", "typename", "union", "using", "virtual", "void",
+                                  "volatile", "while"}
+
+
+CONTROL = {"if", "elif", "else", "for", "while", "with", "try", "except", "finally", "switch", "case", "do",
+           "catch", "return", "match"}
+
+
+def enclosing_def(lines: list[str], at: int) -> tuple[int, int]:
+    """(first line, one past the last) of the def or function line `at` is in, by indentation: the nearest
+    less indented header above that defines one (`def`, a C/C++ header with arguments that is no control
+    statement), else the unindented statement above; down to the next line indented as little (a closing
+    brace or parenthesis, a comment, a directive or a blank line aside)."""
+    def width(n: int) -> int:
+        return len(lines[n].expandtabs()) - len(lines[n].lstrip().expandtabs())
+
+    def code(n: int) -> bool:
+        text = lines[n].strip()
+        return bool(text) and not text.startswith(("}", ")", "#", "//", "/*", "*"))
+
+    header, level = at, width(at) if at < len(lines) else 0
+    while level > 0:
+        above = next((n for n in range(header - 1, -1, -1) if code(n) and width(n) < level), None)
+        if above is None:
+            break
+        header, level = above, width(above)
+        words, text = re.findall(r"[A-Za-z_]\w*", lines[above]), lines[above].rstrip()
+        if words and (words[0] in ("def", "async") or  # a Python def; a C/C++ function (its `{` there, or next)
+                      "(" in text and text.endswith(("{", ")")) and words[0] not in CONTROL):
+            break
+    stop = next((n for n in range(max(at, header) + 1, len(lines)) if code(n) and width(n) <= level), len(lines))
+    return header, stop
 
 
 def renamed(line: str, rename: dict[str, str]) -> str:
