@@ -1013,7 +1013,8 @@ def place_normalised(hunk: Hunk, lines: list[str], scopes, confirmed, top_level:
         """The place of `core` at targets[p] lies under the header the hunk shows (where it must)."""
         if heading is None or any(i == heading for i, _, _ in core):
             return True
-        above = nearest_header(lines, targets[p][0], norm is norm_cpp)
+        label = re.match(r"\s*(case|except)\b", hunk.lines[heading][1]) is not None
+        above = nearest_header(lines, targets[p][0], norm is norm_cpp, label)
         return above is not None and norm(lines[above]) == norm(hunk.lines[heading][1])
 
     for trim in range(0, 2 * MAX_TRIM + 1):  # fewest context lines dropped first, at most MAX_TRIM at each end
@@ -1163,7 +1164,8 @@ def telling_header_row(hunk: Hunk, cpp: bool) -> int | None:
     """The row of the hunk's context line that heads the block its first changed line is in (the nearest
     non-blank context line above it indented less), where its name alone does not tell that block: a
     C/C++ function's header (an overload has its name), a def under `@NAME.setter`/`.deleter` or
-    `@overload`; else None (a Python def made a method keeps its name: its header may differ)."""
+    `@overload`, a `case` or `except` label; else None (a Python def made a method keeps its name: its
+    header may differ)."""
     first = next((i for i, (k, t) in enumerate(hunk.lines) if k != " " and t.strip()), None)
     if first is None:
         return None
@@ -1173,23 +1175,32 @@ def telling_header_row(hunk: Hunk, cpp: bool) -> int | None:
     if row is None:
         return None
     header = hunk.lines[row][1]
+    words = re.findall(r"[A-Za-z_]\w*", header)
+    if words and words[0] in LABELS:  # a label tells its branch: another label's lines are another's
+        return row
     if cpp:
-        words = re.findall(r"[A-Za-z_]\w*", header)
         return row if "(" in header and words and words[0] not in CPP_NOT_NAMES | {"else", "do", "switch"} else None
     above = [t.strip() for _, t in hunk.lines[:row] if t.strip()][-1:]
     decorated = bool(above) and re.match(r"@(\w+\.(setter|deleter)|(typing\.)?overload)\b", above[0])
     return row if decorated and DEF.match(header) else None
 
 
-def nearest_header(lines: list[str], at: int, cpp: bool) -> int | None:
-    """The nearest def line (Python) or function header (C/C++: a call-like line that opens a block or
-    ends in `)`, no control statement) at or above line index `at`."""
+LABELS = ("case", "default", "except")
+
+
+def nearest_header(lines: list[str], at: int, cpp: bool, label: bool) -> int | None:
+    """The nearest header at or above line index `at` of the sort the hunk shows: a label (`case`,
+    `default`, `except`: `label`), else a def line (Python) or a function header (C/C++: a call-like
+    line that opens a block or ends in `)`, no control statement)."""
     for n in range(min(at, len(lines) - 1), -1, -1):
         text = lines[n].strip()
-        if not cpp and DEF.match(lines[n]):
-            return n
         words = re.findall(r"[A-Za-z_]\w*", text)
-        if cpp and "(" in text and text.endswith(("{", ")")) and words and \
+        if label:
+            if words and words[0] in LABELS:
+                return n
+        elif not cpp and DEF.match(lines[n]):
+            return n
+        elif cpp and "(" in text and text.endswith(("{", ")")) and words and \
                 words[0] not in CPP_NOT_NAMES | {"else", "do", "switch"}:
             return n
     return None
