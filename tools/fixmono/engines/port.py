@@ -512,14 +512,21 @@ def added_already(hunk: Hunk, pre: list[str], lines: list[str], start: int) -> s
     in the release's def around the place (in the file, for an unindented line) and nowhere in the
     pre-image's def around the hunk; None where none does."""
     moved = {t.strip() for k, t in hunk.lines if k == "-"}
-    above = ""  # the post-image line before this one
+    above, at = "", hunk.first  # the post-image line before this one; the pre-image line this one stands at
     for kind, text in hunk.lines:
         line, before = text.strip(), above
         above = line if kind != "-" and line else above
-        if kind != "+" or line in moved or len(line) < 8 or trivial(norm(line)) or not whole_statement(line, before):
+        at += kind != "+"
+        if kind == "+" and a_function(text):
+            return None  # the lines below are a function the diff adds: what it holds is its own
+        if kind != "+" or line in moved or len(line) < 8 or trivial(norm(line)) or \
+                not whole_statement(line, before) or line.startswith("@") or DEF.match(line):
             continue
-        if indent_of(text):
-            here, there = three_way.enclosing_def(lines, start), three_way.enclosing_def(pre, hunk.first)
+        if indent_of(text):  # a statement of a function's body: that function, on both sides
+            width = len(indent_of(text).expandtabs())
+            here, there = three_way.enclosing_def(lines, start, width), three_way.enclosing_def(pre, at, width)
+            if not (a_function(lines[here[0]]) and a_function(pre[there[0]])):
+                continue  # (a class's body, a block at the top level: what it holds twice may be right)
         else:
             here, there = (0, len(lines)), (0, len(pre))
         found = [n for n in range(*here) if lines[n].strip() == line]
@@ -528,6 +535,13 @@ def added_already(hunk: Hunk, pre: list[str], lines: list[str], start: int) -> s
                     "already, where the diff's pre-image has it nowhere: fixed there in another form? refusing "
                     "to add it twice")
     return None
+
+
+def a_function(header: str) -> bool:
+    """A def line, or a C/C++ function's header (a call-like line, no control statement, opening its body)."""
+    words = re.findall(r"[A-Za-z_]\w*", header)
+    return words[:1] in (["def"], ["async"]) or bool(words) and "(" in header and header.rstrip().endswith(("{", ")")) \
+        and words[0] not in CPP_NOT_NAMES | {"else", "do", "switch", "class", "struct"}
 
 
 def whole_statement(line: str, before: str) -> bool:

@@ -63,17 +63,24 @@ def placements(pre: list[str], target: list[str], hunks: tuple[Hunk, ...], heade
 
 def beside_its_neighbours(at: int, spot: int, here: dict[int, int], pre: list[str], target: list[str]) -> bool:
     """Lines inserted before pre-image line `at`, at target line `spot`: the lines right above and below
-    them are there, one of them unchanged (the file's edge counts), the other at least changed in place at
-    the same indentation (`fh.write(data)` moved into a `with` block: lines added after it would not be)."""
+    them are there, one of them unchanged and telling (not a blank line, a bracket, `pass`; the file's edge
+    counts), the other at least changed in place at the same indentation (`fh.write(data)` moved into a
+    `with` block: lines added after it would not be)."""
     unchanged = 0
     for mine, theirs in ((at - 1, spot - 1), (at, spot)):
         if mine < 0 or mine >= len(pre):
             unchanged += theirs < 0 or theirs >= len(target)
         elif here.get(mine) == theirs:
-            unchanged += 1
+            unchanged += telling(pre[mine])
         elif not 0 <= theirs < len(target) or indentation(pre[mine]) != indentation(target[theirs]):
             return False
     return unchanged > 0
+
+
+def telling(line: str) -> bool:
+    """A line that says where it is: some name or number in it, not only `pass`, `else:`, `return`."""
+    return bool(re.search(r"\w", line)) and line.strip().rstrip(":;") not in (
+        "pass", "else", "return", "break", "continue", "try", "finally", "default", "public", "private")
 
 
 def indentation(line: str) -> int:
@@ -231,11 +238,12 @@ CONTROL = {"if", "elif", "else", "for", "while", "with", "try", "except", "final
            "catch", "return", "match"}
 
 
-def enclosing_def(lines: list[str], at: int) -> tuple[int, int]:
-    """(first line, one past the last) of the def or function line `at` is in, by indentation: the nearest
-    less indented header above that defines one (`def`, a C/C++ header with arguments that is no control
-    statement), else the unindented statement above; down to the next line indented as little (a closing
-    brace or parenthesis, a comment, a directive or a blank line aside)."""
+def enclosing_def(lines: list[str], at: int, level: int | None = None) -> tuple[int, int]:
+    """(first line, one past the last) of the def or function line `at` is in (a line of indentation
+    `level` there, where given), by indentation: the nearest less indented header above that defines one
+    (`def`, a C/C++ header with arguments that is no control statement), else the unindented statement
+    above; down to the next line indented as little (a closing brace or parenthesis, a comment, a
+    directive or a blank line aside)."""
     def width(n: int) -> int:
         return len(lines[n].expandtabs()) - len(lines[n].lstrip().expandtabs())
 
@@ -243,7 +251,10 @@ def enclosing_def(lines: list[str], at: int) -> tuple[int, int]:
         text = lines[n].strip()
         return bool(text) and not text.startswith(("}", ")", "#", "//", "/*", "*"))
 
-    header, level = at, width(at) if at < len(lines) else 0
+    if level is None:  # the line's own indentation (a blank line: the next code line's)
+        below = next((n for n in range(at, len(lines)) if lines[n].strip()), None)
+        level = width(below) if below is not None else 0
+    header = at
     while level > 0:
         above = next((n for n in range(header - 1, -1, -1) if code(n) and width(n) < level), None)
         if above is None:

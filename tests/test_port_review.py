@@ -1,0 +1,91 @@
+"""Wrong results a review of the port engine found (2026-11-27, a helper session asked to break it), each
+with its right answer: the text a careful backporter writes, or a refusal. Every case ported with the diff's
+pre-image and from its hunks alone, through DiffTransform as make_patch runs it. Where the hunks alone
+cannot tell (the release changed a line the hunk does not show), only the pre-image case is asserted.
+Our own small files, shaped like library code."""
+from __future__ import annotations
+
+import pytest
+
+from fixmono.engines.port import DiffTransform
+from fixmono.model.errors import NotApplicable, TransformFailed
+from fixmono.testing import hunks_between
+
+REFUSED = None
+SAVE = 'def save(obj, path):\n    data = obj.serialize()\n    fh = open(path, "wb")\n    fh.write(data)\n    return path\n'
+ENUM = "enum Kind\n{\n  kAlpha = 1,\n  kBeta = 2,\n  kGamma = 3,\n};\n"
+USE = "int Use(int k)\n{\n  return k;\n}\n"
+PUT = "void Put(int v) {\n  Check(v);\n  buf_.push_back(v);\n}\n\nvoid Put(double v) {\n  Check(v);\n  buf_.push_back(v);\n}\n"
+PUT_SWAPPED = "void Put(double v) {\n  Check(v);\n  buf_.push_back(v);\n}\n\nvoid Put(int v) {\n  Check(v);\n  buf_.push_back(v);\n}\n"
+PUT_FIX = ("void Put(int v) {\n  Check(v);\n", "void Put(int v) {\n  CheckInt(v);\n")
+SIZE = "int Size(DType t) {\n  switch (t) {\n    case kFloat16:\n      return 2;\n    case kFloat32:\n      return 4;\n  }\n  return 0;\n}\n"
+PARSE = ("def parse(s):\n    try:\n        v = int(s)\n    except ValueError:\n        v = None\n    except TypeError:\n"
+         "        v = None\n    return v\n")
+COPY = "int Copy(char* dst, const char* src, int n) {\n  int len = Clamp(n);\n  memcpy(dst, src, len);\n  return len;\n}\n"
+PROPERTY = ("class C:\n    @property\n    def value(self):\n        self.check()\n        return self._v\n\n"
+            "    @value.setter\n    def value(self, v):\n        self.check()\n        self._v = v\n\n"
+            "    def check(self):\n        pass\n")
+SETTER = "    @value.setter\n    def value(self, v):\n        self.check()\n        self._v = v\n\n"
+LAST = "def keep():\n    return 1\n\n\ndef old_api(x):\n    return x + 1\n"
+POOL = "class Pool:\n    def release(self, conn):\n        conn.reset()\n        self.free.append(conn)\n        return conn\n"
+
+# name: (path, pre-image, post-image, release, right answer with the pre-image, right answer from the hunks
+# alone, or ... where the hunks alone cannot tell)
+CASES = {
+    "an insertion after a line the release moved into a with block": (
+        "m.py", SAVE, SAVE.replace("    fh.write(data)\n", "    fh.write(data)\n    fh.flush()\n"),
+        'def save(obj, path):\n    data = obj.serialize()\n    with open(path, "wb") as fh:\n        fh.write(data)\n'
+        '    return path\n', REFUSED, REFUSED),
+    "an enum's entries now an array's, braces on their own lines": (
+        "k.h", ENUM, ENUM.replace("  kBeta = 2,\n", "  kBeta = 2,\n  kDelta = 4,\n"),
+        ENUM.replace("enum Kind", "static const int kinds[] ="), REFUSED, ...),
+    "a function renamed one for one, braces on their own lines": (
+        "u.cpp", USE, USE.replace("  return k;\n", "  return k + 1;\n"), USE.replace("int Use(", "int Apply("),
+        USE.replace("int Use(", "int Apply(").replace("  return k;\n", "  return k + 1;\n"), REFUSED),
+    "two overloads in the other order": (
+        "p.cpp", PUT, PUT.replace(*PUT_FIX), PUT_SWAPPED, PUT_SWAPPED.replace(*PUT_FIX), PUT_SWAPPED.replace(*PUT_FIX)),
+    "an overload gone, the other left": (
+        "p.cpp", PUT, PUT.replace(*PUT_FIX), "void Put(double v) {\n  Check(v);\n  buf_.push_back(v);\n}\n",
+        REFUSED, REFUSED),
+    "a case label the release changed": (
+        "s.cpp", SIZE, SIZE.replace("      return 2;\n", "      return kHalfSize;\n"),
+        SIZE.replace("case kFloat16:", "case kBFloat16:"), REFUSED, REFUSED),
+    "an except clause the release changed": (
+        "x.py", PARSE, PARSE.replace("    except TypeError:\n        v = None\n", "    except TypeError:\n        raise\n"),
+        PARSE.replace("except TypeError:", "except OverflowError:"), REFUSED, REFUSED),
+    "an argument the release changed, the parameter still used": (
+        "c.cpp", COPY, COPY.replace("  memcpy(dst, src, len);\n", "  memcpy(dst, src, len);\n  dst[n] = 0;\n"),
+        COPY.replace("Clamp(n)", "Clamp(kMax)"),
+        COPY.replace("Clamp(n)", "Clamp(kMax)").replace("  memcpy(dst, src, len);\n",
+                                                        "  memcpy(dst, src, len);\n  dst[n] = 0;\n"),
+        COPY.replace("Clamp(n)", "Clamp(kMax)").replace("  memcpy(dst, src, len);\n",
+                                                        "  memcpy(dst, src, len);\n  dst[n] = 0;\n")),
+    "a property's setter gone, its getter left": (
+        "q.py", PROPERTY, PROPERTY.replace("    def value(self, v):\n        self.check()\n",
+                                           "    def value(self, v):\n        self.check(write=True)\n"),
+        PROPERTY.replace(SETTER, ""), REFUSED, REFUSED),
+    "the file's last def deleted by the diff, changed by the release": (
+        "d.py", LAST, "def keep():\n    return 1\n", LAST.replace("x + 1", "x + 2"), REFUSED, REFUSED),
+    "the line the diff adds there already, one line higher": (
+        "k.py", POOL, POOL.replace("        self.free.append(conn)\n",
+                                   "        self.free.append(conn)\n        self.in_use -= 1\n"),
+        POOL.replace("        conn.reset()\n", "        self.in_use -= 1\n        conn.reset()\n"), REFUSED, ...),
+}
+
+
+def ported(path: str, pre: str, post: str, release: str, with_pre_image: bool) -> str | None:
+    try:
+        done = DiffTransform(path, hunks_between(pre, post, path)).rewrite(release, pre if with_pre_image else None)
+    except (TransformFailed, NotApplicable):
+        return None
+    return done.source if done.changed else "(already applied)"
+
+
+@pytest.mark.parametrize("with_pre_image", [True, False], ids=["pre-image", "hunks"])
+@pytest.mark.parametrize("case", CASES)
+def test_a_release_the_review_made_gets_the_right_answer_or_a_refusal(case, with_pre_image):
+    path, pre, post, release, right, right_from_hunks = CASES[case]
+    want = right if with_pre_image else right_from_hunks
+    if want is ...:
+        pytest.skip("the hunks alone do not show the line the release changed")
+    assert ported(path, pre, post, release, with_pre_image) == want
