@@ -414,6 +414,7 @@ class DiffTransform:
             scopes = Mapped(found, source) if found else None
         lines = Lines(lines_of(source))
         original = list(lines)
+        moved = {text.strip() for h in self.hunks for kind, text in h.lines if kind == "-"}
         changed, present, absent = [], [], []
         offset = drift = 0  # lines added before the next hunk; how far from its named line the last one sat
         # line numbers decide between places only where the file is the diff's own pre-image (its blob id),
@@ -425,6 +426,11 @@ class DiffTransform:
             aligned["evidence"] = evidence
         if planned == three_way.PRESENT:  # each change stands where the pre-image has its lines, as the diff makes it
             return Rewrite(source, 0, len(self.hunks), (), tuple(h.label for h in self.hunks), evidence)
+        # the pre-image at hand placed nothing: its lines around a change differ here, so the hunks' text alone,
+        # found here with context trimmed or under a name, is no evidence of the place; it may still tell that
+        # the code is gone, or the change there already
+        unplaced = planned == UNPLACED
+        planned = None if unplaced else planned
         anchored = is_pre_image
         alike = alike_after(self.hunks)
         for n, hunk in enumerate(self.hunks):
@@ -443,10 +449,13 @@ class DiffTransform:
                     drift = spots[0] - (hunk.new_start - 1 + offset)
             elif result == "absent":
                 absent.append(hunk.label)
+            elif unplaced:
+                raise TransformFailed(f"{hunk.label}: its lines are here, but not as in the diff's pre-image: "
+                                      f"refusing to place it by its text alone ({evidence})")
             else:
                 start, stop, replacement, new_rows = result
                 if pre_image is not None and (twice := added_already(self.hunks[n], lines_of(pre_image),
-                                                                     original, start - offset)):
+                                                                     original, start - offset, moved)):
                     raise TransformFailed(twice)  # (in the release as it was: the diff may add it twice itself)
                 drift = start - (hunk.start - 1 + offset)
                 if scopes:
@@ -501,47 +510,38 @@ class DiffTransform:
         if conflict:  # the hunks' text alone would put it there: what the pre-image shows is no guess
             raise TransformFailed(f"{conflict}; refusing to put it there (by the diff's pre-image ({blob}))")
         if planned is None:
-            return None, f"by its hunks: the lines a change edits, their neighbours or the header of their block " \
-                         f"differ here from its pre-image ({blob})"
+            return UNPLACED, f"by its hunks: the lines a change edits, their neighbours or the header of their " \
+                             f"block differ here from its pre-image ({blob})"
         return planned, f"placed through the diff's pre-image ({blob})"
 
 
-def added_already(hunk: Hunk, pre: list[str], lines: list[str], start: int) -> str | None:
-    """Why the hunk, placed at line index `start` of `lines`, would add a statement this release has
-    already: a whole statement it adds (not one it moves; not a line of a statement over lines) that stands
-    in the release's def around the place (in the file, for an unindented line) and nowhere in the
-    pre-image's def around the hunk; None where none does."""
-    moved = {t.strip() for k, t in hunk.lines if k == "-"}
+NEAR = 3  # lines around a change where a statement it adds, standing already, means the fix is there
+
+
+def added_already(hunk: Hunk, pre: list[str], lines: list[str], start: int, moved: set[str]) -> str | None:
+    """Why the hunk, placed at line index `start` of `lines`, would add a statement this release has right
+    there already: a whole statement it adds (not one the diff moves, `moved`; not a line of a statement
+    over lines, nor of a function the diff adds) that stands within NEAR lines of the place in the release
+    and nowhere that near its place in the pre-image (`self.in_use -= 1`, put one line higher by the
+    release); None where none does."""
     above, at = "", hunk.first  # the post-image line before this one; the pre-image line this one stands at
     for kind, text in hunk.lines:
         line, before = text.strip(), above
         above = line if kind != "-" and line else above
         at += kind != "+"
-        if kind == "+" and a_function(text):
+        if kind == "+" and three_way.defines_a_function(text):
             return None  # the lines below are a function the diff adds: what it holds is its own
         if kind != "+" or line in moved or len(line) < 8 or trivial(norm(line)) or \
-                not whole_statement(line, before) or line.startswith("@") or DEF.match(line):
+                not whole_statement(line, before) or line.startswith("@"):
             continue
-        if indent_of(text):  # a statement of a function's body: that function, on both sides
-            width = len(indent_of(text).expandtabs())
-            here, there = three_way.enclosing_def(lines, start, width), three_way.enclosing_def(pre, at, width)
-            if not (a_function(lines[here[0]]) and a_function(pre[there[0]])):
-                continue  # (a class's body, a block at the top level: what it holds twice may be right)
-        else:
-            here, there = (0, len(lines)), (0, len(pre))
-        found = [n for n in range(*here) if lines[n].strip() == line]
-        if found and not any(pre[n].strip() == line for n in range(*there)):
+        here = range(max(start - NEAR, 0), min(start + len(hunk.old) + NEAR, len(lines)))
+        there = range(max(at - NEAR - 1, 0), min(at + NEAR, len(pre)))
+        found = [n for n in here if lines[n].strip() == line]
+        if found and not any(pre[n].strip() == line for n in there):
             return (f"{hunk.label}: the line it adds (`{line}`) stands at line {found[0] + 1} of this release "
-                    "already, where the diff's pre-image has it nowhere: fixed there in another form? refusing "
-                    "to add it twice")
+                    "already, where the diff's pre-image has no such line near it: fixed there in another "
+                    "form? refusing to add it twice")
     return None
-
-
-def a_function(header: str) -> bool:
-    """A def line, or a C/C++ function's header (a call-like line, no control statement, opening its body)."""
-    words = re.findall(r"[A-Za-z_]\w*", header)
-    return words[:1] in (["def"], ["async"]) or bool(words) and "(" in header and header.rstrip().endswith(("{", ")")) \
-        and words[0] not in CPP_NOT_NAMES | {"else", "do", "switch", "class", "struct"}
 
 
 def whole_statement(line: str, before: str) -> bool:
@@ -552,6 +552,9 @@ def whole_statement(line: str, before: str) -> bool:
             before.endswith(("(", "[", "{", ",", "\\", "=", "+", "-", "*", "&&", "||", " and", " or")):
         return False
     return all(line.count(a) == line.count(b) for a, b in ("()", "[]", "{}"))
+
+
+UNPLACED = "unplaced"  # the pre-image is at hand and placed no hunk (through_pre_image)
 
 
 def check_edit(source: str, new: str, hunks: list[Hunk]) -> None:

@@ -197,11 +197,15 @@ def aligned(pre: Read, target: Read, pre_defs: dict, target_defs: dict) -> dict[
         names_pre[qualified[-1]] = names_pre.get(qualified[-1], 0) + 1
     named = {q[-1] for q in pre_defs}
     for qualified, (first, last) in sorted(pre_defs.items(), key=lambda item: item[1]):
-        if first in found and target.units[found[first]].key == pre.units[first].key:
-            continue
         span = target_defs.get(qualified)
         if span is None and len(by_name.get(qualified[-1], ())) == 1 and names_pre[qualified[-1]] == 1:
             span = by_name[qualified[-1]][0]
+        if span is not None and body_elsewhere(keys_pre[first + 1:last + 1], keys_target, span, target_defs):
+            # its name says one def, its body another (two defs' names swapped): nothing of it is matched
+            found = {a: b for a, b in found.items() if not first <= a <= last}
+            continue
+        if first in found and target.units[found[first]].key == pre.units[first].key:
+            continue
         if span is None:  # renamed and moved: the one def (a def, a class) of a name the pre-image lacks with this body
             sort = pre.syntax.block_kind(pre.text_of(first))[0]
             span = alike(keys_pre[first + 1:last + 1], keys_target,
@@ -217,6 +221,23 @@ def aligned(pre: Read, target: Read, pre_defs: dict, target_defs: dict) -> dict[
         if first not in found and span[0] not in found.values():  # its header, changed (renamed, arguments)
             found[first] = span[0]
     return found
+
+
+def body_elsewhere(body: list[str], keys: list[str], span: tuple[int, int], defs: dict) -> bool:
+    """The def at `span`, found by name, has a body less like `body` than another def has (that one 80%
+    alike or more, and by 0.3 more than the named one)."""
+    def statements(run: list[str]) -> list[str]:  # (blank lines, comments and lone braces say nothing)
+        return [key for key in run if key and key not in ("}", "};", "{") and not key.startswith(("#", "//"))]
+
+    def ratio(a: int, b: int) -> float:
+        return SequenceMatcher(None, body, statements(keys[a + 1:b + 1]), autojunk=False).ratio()
+
+    body = statements(body)
+    if len(body) < 3:
+        return False
+    named = ratio(*span)
+    return named < 0.7 and any(r >= 0.8 and r - named >= 0.3 for r in
+                               (ratio(*other) for other in defs.values() if other != span))
 
 
 def alike(body: list[str], keys: list[str], spans: list[tuple[int, int]]) -> tuple[int, int] | None:

@@ -61,18 +61,30 @@ def placements(pre: list[str], target: list[str], hunks: tuple[Hunk, ...], heade
     return out
 
 
-def beside_its_neighbours(at: int, spot: int, here: dict[int, int], pre: list[str], target: list[str]) -> bool:
-    """Lines inserted before pre-image line `at`, at target line `spot`: the lines right above and below
-    them are there, one of them unchanged and telling (not a blank line, a bracket, `pass`; the file's edge
-    counts), the other at least changed in place at the same indentation (`fh.write(data)` moved into a
-    `with` block: lines added after it would not be)."""
+def beside_its_neighbours(at: int, spot: int, here: dict[int, int], pre: list[str], target: list[str],
+                          added: list[str]) -> bool:
+    """Lines `added` before pre-image line `at`, at target line `spot`: the code lines nearest above and
+    below them (blank lines between passed over alike on both sides; one indented less than the first
+    added line is outside their block, and says nothing) are there, one of them unchanged and telling (not
+    a bracket, `pass`; the file's edge counts), the other at least edited in place: at the same
+    indentation, most of its tokens kept (`@RunIf(min_gpus=1)` given an argument; not `fh.write(data)`
+    moved into a `with` block, nor `log(x)` made `x = load(y)`)."""
+    width = indentation(next((line for line in added if line.strip()), ""))
     unchanged = 0
-    for mine, theirs in ((at - 1, spot - 1), (at, spot)):
+    for mine, theirs, step in ((at - 1, spot - 1, -1), (at, spot, 1)):
+        while 0 <= mine < len(pre) and 0 <= theirs < len(target) and not pre[mine].strip() \
+                and not target[theirs].strip() and here.get(mine) == theirs:
+            mine, theirs = mine + step, theirs + step
+        if 0 <= mine < len(pre) and pre[mine].strip() and indentation(pre[mine]) < width and \
+                (here.get(mine) == theirs or not 0 <= theirs < len(target) or indentation(target[theirs]) < width):
+            continue  # the block's header or what follows the block: the Headers check judges the block
         if mine < 0 or mine >= len(pre):
             unchanged += theirs < 0 or theirs >= len(target)
         elif here.get(mine) == theirs:
             unchanged += telling(pre[mine])
-        elif not 0 <= theirs < len(target) or indentation(pre[mine]) != indentation(target[theirs]):
+        elif not 0 <= theirs < len(target) or indentation(pre[mine]) != indentation(target[theirs]) or \
+                SequenceMatcher(None, TOKEN.findall(pre[mine].strip()), TOKEN.findall(target[theirs].strip()),
+                                autojunk=False).ratio() < 0.5:
             return False
     return unchanged > 0
 
@@ -160,7 +172,7 @@ def placement(hunk: Hunk, here: dict[int, int], pre: list[str], target: list[str
         removed = sum(k == "-" for k, _ in rows[i:j])
         added = [t for k, t in rows[i:j] if k == "+"]
         spot = target_span(at, removed, here, len(target), len(pre))
-        if spot is not None and not removed and not beside_its_neighbours(at, spot[0], here, pre, target):
+        if spot is not None and not removed and not beside_its_neighbours(at, spot[0], here, pre, target, added):
             return None
         if spot is None:
             spot = in_place(at, removed, here, len(target), len(pre))
@@ -238,6 +250,17 @@ CONTROL = {"if", "elif", "else", "for", "while", "with", "try", "except", "final
            "catch", "return", "match"}
 
 
+def defines_a_function(line: str) -> bool:
+    """A Python def line, or a C/C++ function's header: a name and its arguments opening a body (`{` there,
+    or next: `)` ends it), no control statement, nothing assigned or called on an object before them."""
+    words, text = re.findall(r"[A-Za-z_]\w*", line), line.strip()
+    if words[:1] in (["def"], ["async"]):
+        return True
+    head = text.split("(", 1)[0]
+    return bool(words) and "(" in text and text.endswith(("{", ")")) and words[0] not in CONTROL and \
+        not any(mark in head for mark in ("=", ".", "->", "return", "class ", "struct "))
+
+
 def enclosing_def(lines: list[str], at: int, level: int | None = None) -> tuple[int, int]:
     """(first line, one past the last) of the def or function line `at` is in (a line of indentation
     `level` there, where given), by indentation: the nearest less indented header above that defines one
@@ -260,9 +283,7 @@ def enclosing_def(lines: list[str], at: int, level: int | None = None) -> tuple[
         if above is None:
             break
         header, level = above, width(above)
-        words, text = re.findall(r"[A-Za-z_]\w*", lines[above]), lines[above].rstrip()
-        if words and (words[0] in ("def", "async") or  # a Python def; a C/C++ function (its `{` there, or next)
-                      "(" in text and text.endswith(("{", ")")) and words[0] not in CONTROL):
+        if defines_a_function(lines[above]):
             break
     stop = next((n for n in range(max(at, header) + 1, len(lines)) if code(n) and width(n) <= level), len(lines))
     return header, stop
