@@ -413,8 +413,6 @@ class DiffTransform:
             found, errors = cpp_read(source)  # errors as written (macros, #if): not to grow
             scopes = Mapped(found, source) if found else None
         lines = Lines(lines_of(source))
-        original = list(lines)
-        moved = {text.strip() for h in self.hunks for kind, text in h.lines if kind == "-"}
         changed, present, absent = [], [], []
         offset = drift = 0  # lines added before the next hunk; how far from its named line the last one sat
         # line numbers decide between places only where the file is the diff's own pre-image (its blob id),
@@ -449,14 +447,11 @@ class DiffTransform:
                     drift = spots[0] - (hunk.new_start - 1 + offset)
             elif result == "absent":
                 absent.append(hunk.label)
-            elif unplaced:
+            elif unplaced and not only_imports(hunk):  # (one-line imports go anywhere among the imports)
                 raise TransformFailed(f"{hunk.label}: its lines are here, but not as in the diff's pre-image: "
                                       f"refusing to place it by its text alone ({evidence})")
             else:
                 start, stop, replacement, new_rows = result
-                if pre_image is not None and (twice := added_already(self.hunks[n], lines_of(pre_image),
-                                                                     original, start - offset, moved)):
-                    raise TransformFailed(twice)  # (in the release as it was: the diff may add it twice itself)
                 drift = start - (hunk.start - 1 + offset)
                 if scopes:
                     scopes.replaced(start, stop, lines[start:stop], replacement, new_rows)
@@ -515,46 +510,13 @@ class DiffTransform:
         return planned, f"placed through the diff's pre-image ({blob})"
 
 
-NEAR = 3  # lines around a change where a statement it adds, standing already, means the fix is there
-
-
-def added_already(hunk: Hunk, pre: list[str], lines: list[str], start: int, moved: set[str]) -> str | None:
-    """Why the hunk, placed at line index `start` of `lines`, would add a statement this release has right
-    there already: a whole statement it adds (not one the diff moves, `moved`; not a line of a statement
-    over lines, nor of a function the diff adds) that stands within NEAR lines of the place in the release
-    and nowhere that near its place in the pre-image (`self.in_use -= 1`, put one line higher by the
-    release); None where none does."""
-    above, at = "", hunk.first  # the post-image line before this one; the pre-image line this one stands at
-    for kind, text in hunk.lines:
-        line, before = text.strip(), above
-        above = line if kind != "-" and line else above
-        at += kind != "+"
-        if kind == "+" and three_way.defines_a_function(text):
-            return None  # the lines below are a function the diff adds: what it holds is its own
-        if kind != "+" or line in moved or len(line) < 8 or trivial(norm(line)) or \
-                not whole_statement(line, before) or line.startswith("@"):
-            continue
-        here = range(max(start - NEAR, 0), min(start + len(hunk.old) + NEAR, len(lines)))
-        there = range(max(at - NEAR - 1, 0), min(at + NEAR, len(pre)))
-        found = [n for n in here if lines[n].strip() == line]
-        if found and not any(pre[n].strip() == line for n in there):
-            return (f"{hunk.label}: the line it adds (`{line}`) stands at line {found[0] + 1} of this release "
-                    "already, where the diff's pre-image has no such line near it: fixed there in another "
-                    "form? refusing to add it twice")
-    return None
-
-
-def whole_statement(line: str, before: str) -> bool:
-    """A stripped line that is a statement of its own: its brackets closed, nothing left open by the line
-    before it (`(`, `,`, an operator), no comment."""
-    if line.startswith(("#", "//", ")", "]", "}", ".", "+", "-", "*", "&", "|")) or \
-            line.endswith((",", "(", "[", "{", "\\", ":", "=", "+", "&&", "||", " and", " or")) or \
-            before.endswith(("(", "[", "{", ",", "\\", "=", "+", "-", "*", "&&", "||", " and", " or")):
-        return False
-    return all(line.count(a) == line.count(b) for a, b in ("()", "[]", "{}"))
-
-
 UNPLACED = "unplaced"  # the pre-image is at hand and placed no hunk (through_pre_image)
+
+
+def only_imports(hunk: Hunk) -> bool:
+    """Every line the hunk adds or removes is an unindented one-line import."""
+    changed = [t for k, t in hunk.lines if k != " " and t.strip()]
+    return bool(changed) and all(IMPORT.match(t) and not indent_of(t) and "(" not in t for t in changed)
 
 
 def check_edit(source: str, new: str, hunks: list[Hunk]) -> None:
