@@ -992,7 +992,7 @@ def place_normalised(hunk: Hunk, lines: list[str], scopes, confirmed, top_level:
         """The place of `core` at targets[p] lies under the header the hunk shows (where it must)."""
         if heading is None or any(i == heading for i, _, _ in core):
             return True
-        label = re.match(r"\s*(case|except)\b", hunk.lines[heading][1]) is not None
+        label = re.findall(r"[A-Za-z_]\w*", hunk.lines[heading][1])[:1] in ([w] for w in LABELS)
         above = nearest_header(lines, targets[p][0], norm is norm_cpp, label)
         return above is not None and norm(lines[above]) == norm(hunk.lines[heading][1])
 
@@ -1158,7 +1158,7 @@ def telling_header_row(hunk: Hunk, cpp: bool) -> int | None:
     if words and words[0] in LABELS:  # a label tells its branch: another label's lines are another's
         return row
     if cpp:
-        return row if "(" in header and words and words[0] not in CPP_NOT_NAMES | {"else", "do", "switch"} else None
+        return row if three_way.defines_a_function(header) else None
     above = [t.strip() for _, t in hunk.lines[:row] if t.strip()][-1:]
     decorated = bool(above) and re.match(r"@(\w+\.(setter|deleter)|(typing\.)?overload)\b", above[0])
     return row if decorated and DEF.match(header) else None
@@ -1172,15 +1172,8 @@ def nearest_header(lines: list[str], at: int, cpp: bool, label: bool) -> int | N
     `default`, `except`: `label`), else a def line (Python) or a function header (C/C++: a call-like
     line that opens a block or ends in `)`, no control statement)."""
     for n in range(min(at, len(lines) - 1), -1, -1):
-        text = lines[n].strip()
-        words = re.findall(r"[A-Za-z_]\w*", text)
-        if label:
-            if words and words[0] in LABELS:
-                return n
-        elif not cpp and DEF.match(lines[n]):
-            return n
-        elif cpp and "(" in text and text.endswith(("{", ")")) and words and \
-                words[0] not in CPP_NOT_NAMES | {"else", "do", "switch"}:
+        if label and re.findall(r"[A-Za-z_]\w*", lines[n])[:1] in ([w] for w in LABELS) or not label and (
+                three_way.defines_a_function(lines[n]) if cpp else DEF.match(lines[n])):
             return n
     return None
 

@@ -9,9 +9,11 @@ neighbour line is not where the pre-image has it is not placed this way.
 A line the diff edits that the target changed too (in place, line for line)
 takes both edits where they touch different tokens of it (`f(a)` made
 `g(a)` by the diff, `f(a, b)` by the release: `g(a, b)`); else it is not
-placed. Given the language's block kinds, a change must also be in the block
-of the same header (or one the release changed that opens the same kind of
-block): an enum's entries the release moved into an array take no new entry."""
+placed. Lines inserted need their neighbours: one unchanged, the other at most
+edited in place (beside_its_neighbours). Given the language's block kinds, a
+change must also be in the block of the same header (or one the release
+changed that opens the same kind of block): an enum's entries the release
+moved into an array take no new entry."""
 from __future__ import annotations
 
 import bisect
@@ -215,8 +217,8 @@ def with_merged(hunk: Hunk, edited: dict[int, str]) -> Hunk:
 def renamed_names(hunk: Hunk, here: dict[int, int], pre: list[str], target: list[str]) -> dict[str, str]:
     """Names the target renamed, consistently, on the hunk's old lines that it changed in place (each
     such line the same but for names swapped one for one); a name still on any of them, or anywhere in
-    the target's top-level block around them (a parameter the release still has: `Clamp(n)` made
-    `Clamp(kMax)` renames no `n`), is not renamed, nor is a keyword."""
+    the target's function around them (a parameter the release still has: `Clamp(n)` made `Clamp(kMax)`
+    renames no `n`), is not renamed, nor is a keyword."""
     found: dict[str, set] = {}
     seen_here: set[str] = set()
     at = hunk.start - 1
