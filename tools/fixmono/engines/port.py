@@ -434,7 +434,7 @@ class DiffTransform:
         for n, hunk in enumerate(self.hunks):
             expected = hunk.start - 1 + offset + drift  # as git apply looks first: shifted as the hunk before
             by_line: list[int] = []  # filled where the line number chose among several places
-            if planned:  # where the alignment put it, in the lines as the hunks before left them
+            if planned and planned[n] is not None:  # where the alignment put it, in the lines as hunks before left them
                 start, stop, replacement, new_rows, hunk = planned[n]  # checked below as the lines it edits here
                 result = (start + offset, stop + offset, replacement, new_rows)
             else:
@@ -452,6 +452,10 @@ class DiffTransform:
                                       f"refusing to place it by its text alone ({evidence})")
             else:
                 start, stop, replacement, new_rows = result
+                later = next((p for p in (planned or ())[n + 1:] if p is not None), None)
+                if later is not None and stop > later[0] + offset:  # (placed by its text, below a later hunk)
+                    raise TransformFailed(f"{hunk.label}: its text fits below the place of a later hunk; refusing "
+                                          "to take the hunks out of order")
                 drift = start - (hunk.start - 1 + offset)
                 if scopes:
                     scopes.replaced(start, stop, lines[start:stop], replacement, new_rows)
@@ -494,7 +498,8 @@ class DiffTransform:
             return None, f"by its hunks: the pre-image ({blob}) does not hold them"
         syntax = {"python": structure.PYTHON, "cpp": structure_cpp.CPP}.get(self.engine)
         target = lines_of(source)
-        planned = three_way.placements(pre, target, self.hunks, syntax and structure.Headers(pre, target, syntax))
+        planned = three_way.placements(pre, target, self.hunks, syntax and structure.Headers(pre, target, syntax),
+                                       by_text=only_imports)
         if planned == three_way.PRESENT:
             return planned, f"its changes stand here where its pre-image ({blob}) has their lines"
         conflict = planned if isinstance(planned, three_way.Conflict) else None
@@ -507,7 +512,8 @@ class DiffTransform:
         if planned is None:
             return UNPLACED, f"by its hunks: the lines a change edits, their neighbours or the header of their " \
                              f"block differ here from its pre-image ({blob})"
-        return planned, f"placed through the diff's pre-image ({blob})"
+        imports = "; its one-line imports by their text" if None in planned else ""
+        return planned, f"placed through the diff's pre-image ({blob}){imports}"
 
 
 UNPLACED = "unplaced"  # the pre-image is at hand and placed no hunk (through_pre_image)

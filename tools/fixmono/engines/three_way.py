@@ -39,25 +39,30 @@ class Conflict(str):
     another kind of block there."""
 
 
-def placements(pre: list[str], target: list[str], hunks: tuple[Hunk, ...], headers=None) -> list[tuple] | str | None:
+def placements(pre: list[str], target: list[str], hunks: tuple[Hunk, ...], headers=None,
+               by_text=lambda hunk: False) -> list[tuple | None] | str | None:
     """For each hunk (in order): (start, stop, replacement, rows of added lines in it, the hunk as it edits
     the target) on `target` as it is before any hunk, its rows made to fit the target where they had to be
     (a line both changed, merged; a name the target renamed). PRESENT where every
     hunk's changes stand in the target already; None where one change cannot be placed by the
     alignment, or some hunks are there and some not. `headers` (structure.Headers, for a language it
-    reads): each change must also be in the block of the same header as in the pre-image, else a Conflict."""
+    reads): each change must also be in the block of the same header as in the pre-image, else a Conflict.
+    A hunk the alignment does not place for which `by_text(hunk)` holds (one-line imports) is None in the
+    list, left to its text, where others are placed."""
     here = aligned(pre, target)
     out = []
     for hunk in hunks:
         placed = placement(hunk, here, pre, target, headers)
-        if placed is None:
+        if placed is None and (headers and headers.conflict or not by_text(hunk)):
             return Conflict(f"{hunk.label}: {headers.conflict}") if headers and headers.conflict else None
         out.append(placed)
+    if None in out and all(placed in (None, PRESENT) for placed in out):
+        return None  # nothing placed by the alignment: the hunks judge it
     if all(placed == PRESENT for placed in out):
         return PRESENT  # every hunk's changes stand there already, as the diff makes them
     if PRESENT in out:
         return None  # some hunks there, some not: the hunks judge it
-    ends = [(start, stop) for start, stop, *_ in out]
+    ends = [(placed[0], placed[1]) for placed in out if placed is not None]
     if any(stop > start_next for (_, stop), (start_next, _) in zip(ends, ends[1:])):
         return None  # two hunks over one line of the target
     return out
