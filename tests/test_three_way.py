@@ -319,10 +319,10 @@ def test_the_alignment_anchors_on_lines_found_once_not_on_the_longest_run_of_com
     assert (pairs.get(0) == 5) == (pairs.get(1) == 6) and (pairs.get(5) == 0) == (pairs.get(6) == 1)
 
 
-MODULE = ("import os\nimport sys\n\nfrom .io import read\n\nLIMIT = 10\nNAME = 'loader'\nMODE = 'rb'\n\n\n"
+LOADING = ("import os\nimport sys\n\nfrom .io import read\n\nLIMIT = 10\nNAME = 'loader'\nMODE = 'rb'\n\n\n"
           "def load(path):\n    data = read(path)\n    if data is None:\n        return None\n    return data\n\n\n"
           "def other(x):\n    return x + 1\n")
-FIX = MODULE.replace("import sys\n", "import sys\nimport json\n").replace(
+LOADING_FIX = LOADING.replace("import sys\n", "import sys\nimport json\n").replace(
     "    if data is None:\n", "    if not data:\n")
 
 
@@ -331,17 +331,17 @@ IMPORTS, JOINED = "import os\nimport sys\n\nfrom .io import read\n", "import os\
 
 @pytest.mark.parametrize("release, right", [
     # its imports' blank line gone: the code hunk through the pre-image, the import among the imports by its text
-    (MODULE.replace(IMPORTS, JOINED), FIX.replace("import json\n\nfrom", "import json\nfrom")),
+    (LOADING.replace(IMPORTS, JOINED), LOADING_FIX.replace("import json\n\nfrom", "import json\nfrom")),
     # and the line the code hunk edits changed by the release where the fix edits it: refused, the import
     # hunk alone not placed either (half a diff)
-    (MODULE.replace(IMPORTS, JOINED).replace("    if data is None:\n", "    if data is None or data == b'':\n"), None),
+    (LOADING.replace(IMPORTS, JOINED).replace("    if data is None:\n", "    if data is None or data == b'':\n"), None),
 ])
 def test_with_the_pre_image_only_one_line_imports_are_placed_by_their_text(release, right):
     from fixmono.engines.port import DiffTransform
     from fixmono.model.errors import TransformFailed
 
     try:
-        done = DiffTransform("m.py", hunks_between(MODULE, FIX)).rewrite(release, pre_image=MODULE)
+        done = DiffTransform("m.py", hunks_between(LOADING, LOADING_FIX)).rewrite(release, pre_image=LOADING)
     except TransformFailed as err:
         assert right is None, err
         assert "differ here from its pre-image" in str(err)  # (the evidence, after the ladder's own reason)
