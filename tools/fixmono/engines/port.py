@@ -1000,7 +1000,11 @@ def place_normalised(hunk: Hunk, lines: list[str], scopes, confirmed, top_level:
             return True
         label = re.findall(r"[A-Za-z_]\w*", hunk.lines[heading][1])[:1] in ([w] for w in LABELS)
         above = nearest_header(lines, targets[p][0], norm is norm_cpp, label)
-        return above is not None and norm(lines[above]) == norm(hunk.lines[heading][1])
+        if above is None:
+            return False
+        if norm is norm_cpp and not label:  # the same function, maybe given more parameters (not other types)
+            return same_function(hunk.lines[heading][1], lines[above])
+        return norm(lines[above]) == norm(hunk.lines[heading][1])
 
     for trim in range(0, 2 * MAX_TRIM + 1):  # fewest context lines dropped first, at most MAX_TRIM at each end
         for lead in range(max(trim - MAX_TRIM, 0), min(trim, MAX_TRIM) + 1):
@@ -1171,6 +1175,29 @@ def telling_header_row(hunk: Hunk, cpp: bool) -> int | None:
 
 
 LABELS = ("case", "default", "except")
+
+
+def same_function(mine: str, theirs: str) -> bool:
+    """Two C/C++ function headers name one function: the same qualified name, and the first's parameters,
+    in order, among the second's (a parameter added by the release; `Put(int v)` is not `Put(double v)`)."""
+    def parts(header: str) -> tuple[list[str], list[str]]:
+        head, _, rest = header.partition("(")
+        depth, params, current = 0, [], ""
+        for char in rest:
+            if char == ")" and depth == 0:
+                break
+            depth += (char in "(<[") - (char in ")>]")
+            if char == "," and depth == 0:
+                params.append(" ".join(current.split()))
+                current = ""
+            else:
+                current += char
+        params.append(" ".join(current.split()))
+        return cpp_name(head + "("), [p for p in params if p and p != "void"]
+
+    (name, params), (other, others) = parts(mine), parts(theirs)
+    found = iter(others)
+    return bool(name) and name == other and all(param in found for param in params)
 
 
 def nearest_header(lines: list[str], at: int, cpp: bool, label: bool) -> int | None:
