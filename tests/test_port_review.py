@@ -29,6 +29,9 @@ PROPERTY = ("class C:\n    @property\n    def value(self):\n        self.check()
             "    @value.setter\n    def value(self, v):\n        self.check()\n        self._v = v\n\n"
             "    def check(self):\n        pass\n")
 SETTER = "    @value.setter\n    def value(self, v):\n        self.check()\n        self._v = v\n\n"
+TAKE = "int Take(int want) {\n  int got = Find(want);\n  size_ -= got;\n  Mark(got);\n  return got;\n}\n"
+TAKE_RELEASE = TAKE.replace("int Take(int want) {\n  int got = Find(want);\n",
+                            "int Take(int want, int floor) {\n  int got = Find(std::max(want, floor));\n")
 LAST = "def keep():\n    return 1\n\n\ndef old_api(x):\n    return x + 1\n"
 
 # name: (path, pre-image, post-image, release, right answer with the pre-image, right answer from the hunks
@@ -62,6 +65,10 @@ CASES = {
                                                         "  memcpy(dst, src, len);\n  dst[n] = 0;\n"),
         COPY.replace("Clamp(n)", "Clamp(kMax)").replace("  memcpy(dst, src, len);\n",
                                                         "  memcpy(dst, src, len);\n  dst[n] = 0;\n")),
+    "a function given a parameter, the line above the change edited": (
+        "t.cpp", TAKE, TAKE.replace("  Mark(got);\n", "  Mark(got, want);\n"), TAKE_RELEASE,
+        TAKE_RELEASE.replace("  Mark(got);\n", "  Mark(got, want);\n"),
+        TAKE_RELEASE.replace("  Mark(got);\n", "  Mark(got, want);\n")),
     "a property's setter gone, its getter left": (
         "q.py", PROPERTY, PROPERTY.replace("    def value(self, v):\n        self.check()\n",
                                            "    def value(self, v):\n        self.check(write=True)\n"),
