@@ -585,8 +585,10 @@ class Headers:
         if width == 0:
             return True
         mine, theirs = (less_indented(lines, line, width) for lines, line in zip(self.lines, (at, spot)))
-        if mine is not None and here.get(mine) == theirs and starts_a_statement(self.lines[0], mine):
-            return True  # the same line heads both blocks (not a `{` or `) -> None:` whose header is above)
+        if mine is not None and theirs is not None and here.get(mine) == theirs:
+            first, other = statement_start(self.lines[0], mine), statement_start(self.lines[1], theirs)
+            if first is not None and here.get(first) == other and starts_a_statement(self.lines[0], first):
+                return True  # the same statement heads both blocks (its first line the same, and aligned)
         if self.reads is None:
             units = [self.syntax.units(lines) for lines in self.lines]
             if None in units:  # not read as statements: only the same line heads both blocks
@@ -645,6 +647,20 @@ def less_indented(lines: list[str], at: int, width: int) -> int | None:
         if text and not text.startswith(("#", "//", "/*", "*")) and \
                 len(lines[n].expandtabs()) - len(text.expandtabs()) < width:
             return n
+    return None
+
+
+def statement_start(lines: list[str], n: int) -> int | None:
+    """The first line of the statement line `n` ends (`def f(` above `) -> None:`; the header above a lone
+    `{`), by its brackets, as far as 50 lines up; None where that does not tell."""
+    depth = 0
+    for m in range(n, max(n - 50, -1), -1):
+        text = re.sub(r"(#|//).*", "", re.sub(r"'[^']*'|\"[^\"]*\"", "", lines[m])).strip()
+        if m == n and text == "{":
+            continue  # (Allman: the header is above its brace)
+        depth += sum(text.count(c) for c in ")]}") - sum(text.count(c) for c in "([{")
+        if depth <= 0 and text:
+            return m
     return None
 
 
