@@ -424,11 +424,6 @@ class DiffTransform:
             aligned["evidence"] = evidence
         if planned == three_way.PRESENT:  # each change stands where the pre-image has its lines, as the diff makes it
             return Rewrite(source, 0, len(self.hunks), (), tuple(h.label for h in self.hunks), evidence)
-        # the pre-image at hand placed nothing: its lines around a change differ here, so the hunks' text alone,
-        # found here with context trimmed or under a name, is no evidence of the place; it may still tell that
-        # the code is gone, or the change there already
-        unplaced = planned == UNPLACED
-        planned = None if unplaced else planned
         anchored = is_pre_image
         alike = alike_after(self.hunks)
         for n, hunk in enumerate(self.hunks):
@@ -447,9 +442,6 @@ class DiffTransform:
                     drift = spots[0] - (hunk.new_start - 1 + offset)
             elif result == "absent":
                 absent.append(hunk.label)
-            elif unplaced and not only_imports(hunk):  # (one-line imports go anywhere among the imports)
-                raise TransformFailed(f"{hunk.label}: its lines are here, but not as in the diff's pre-image: "
-                                      f"refusing to place it by its text alone ({evidence})")
             else:
                 start, stop, replacement, new_rows = result
                 later = next((p for p in (planned or ())[n + 1:] if p is not None), None)
@@ -510,13 +502,10 @@ class DiffTransform:
         if conflict:  # the hunks' text alone would put it there: what the pre-image shows is no guess
             raise TransformFailed(f"{conflict}; refusing to put it there (by the diff's pre-image ({blob}))")
         if planned is None:
-            return UNPLACED, f"by its hunks: the lines a change edits, their neighbours or the header of their " \
-                             f"block differ here from its pre-image ({blob})"
+            return None, f"by its hunks: the lines a change edits, their neighbours or the header of their block " \
+                         f"differ here from its pre-image ({blob})"
         imports = "; its one-line imports by their text" if None in planned else ""
         return planned, f"placed through the diff's pre-image ({blob}){imports}"
-
-
-UNPLACED = "unplaced"  # the pre-image is at hand and placed no hunk (through_pre_image)
 
 
 def only_imports(hunk: Hunk) -> bool:

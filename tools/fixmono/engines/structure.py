@@ -624,16 +624,14 @@ class Headers:
 def same_kind(pre: Read, mine: int, target: Read, theirs: int) -> bool:
     """Pre-image unit `mine` and target unit `theirs` open the same block: the same kind, one block of
     its name in each file where it has a name (two overloads of `Put`, a property's getter and setter, are
-    told apart by nothing but their place); or a block renamed one for one (`class A` made `class B`: `A`
-    the only class of the pre-image the release lacks, `B` the only one of the release the pre-image lacks)."""
+    told apart by nothing but their place); or a def of a name the release has nowhere (renamed, or its
+    lines not yet moved out of the def that holds them here: `_activation_checkpointing_enable`'s lines in
+    the release's `gradient_checkpointing_enable`) whose lines stand here in a def of the same sort."""
     (kind, count), (other, other_count) = pre.kind_of(mine), target.kind_of(theirs)
     if kind == other:
         return not kind[1] or kind[0] == "statement" or count == other_count == 1
-    if kind[0] != other[0] or kind[0] not in RENAMED or not kind[1] or not other[1]:
-        return False
-    gone = {k for k in pre.counts if k and k[0] == kind[0] and k not in target.counts}
-    new = {k for k in target.counts if k and k[0] == kind[0] and k not in pre.counts}
-    return gone == {kind} and new == {other}  # the one name of its sort gone, the one new (no copy beside it)
+    return kind[0] == other[0] and kind[0] in RENAMED and bool(kind[1]) and bool(other[1]) and \
+        kind not in target.counts
 
 
 RENAMED = {"def", "class", "function", "enum", "struct", "union", "namespace"}  # what a release renames (no label)

@@ -73,9 +73,9 @@ def beside_its_neighbours(at: int, spot: int, here: dict[int, int], pre: list[st
     """Lines `added` before pre-image line `at`, at target line `spot`: the code lines nearest above and
     below them (blank lines between passed over alike on both sides; one indented less than the first
     added line is outside their block, and says nothing) are there, one of them unchanged and telling (not
-    a bracket, `pass`; the file's edge counts), the other at least edited in place: at the same
-    indentation, most of its tokens kept (`@RunIf(min_gpus=1)` given an argument; not `fh.write(data)`
-    moved into a `with` block, nor `log(x)` made `x = load(y)`)."""
+    a bracket, `pass`; the file's edge counts), the other at least at the same indentation (not
+    `fh.write(data)` moved into a `with` block; the last line of a def whose body the release replaced
+    has no unchanged neighbour in its block)."""
     width = indentation(next((line for line in added if line.strip()), ""))
     unchanged = 0
     for mine, theirs, step in ((at - 1, spot - 1, -1), (at, spot, 1)):
@@ -89,9 +89,7 @@ def beside_its_neighbours(at: int, spot: int, here: dict[int, int], pre: list[st
             unchanged += theirs < 0 or theirs >= len(target)
         elif here.get(mine) == theirs:
             unchanged += telling(pre[mine])
-        elif not 0 <= theirs < len(target) or indentation(pre[mine]) != indentation(target[theirs]) or \
-                SequenceMatcher(None, TOKEN.findall(pre[mine].strip()), TOKEN.findall(target[theirs].strip()),
-                                autojunk=False).ratio() < 0.5:
+        elif not 0 <= theirs < len(target) or indentation(pre[mine]) != indentation(target[theirs]):
             return False
     return unchanged > 0
 
