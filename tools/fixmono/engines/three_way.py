@@ -73,15 +73,16 @@ def beside_its_neighbours(at: int, spot: int, here: dict[int, int], pre: list[st
     """Lines `added` before pre-image line `at`, at target line `spot`: the code lines nearest above and
     below them (blank lines between passed over alike on both sides; one indented less than the first
     added line is outside their block, and says nothing) are there, one of them unchanged and telling (not
-    a bracket, `pass`; the file's edge counts), the other at least at the same indentation (not
-    `fh.write(data)` moved into a `with` block; the last line of a def whose body the release replaced
-    has no unchanged neighbour in its block)."""
+    a bracket, `pass`; the file's edge counts), the other, where no blank line stands between, at least
+    at the same indentation (not `fh.write(data)` moved into a `with` block; the last line of a def whose
+    body the release replaced has no unchanged neighbour in its block)."""
     width = indentation(next((line for line in added if line.strip()), ""))
     unchanged = 0
     for mine, theirs, step in ((at - 1, spot - 1, -1), (at, spot, 1)):
+        apart = False  # blank lines between the added lines and this one
         while 0 <= mine < len(pre) and 0 <= theirs < len(target) and not pre[mine].strip() \
                 and not target[theirs].strip() and here.get(mine) == theirs:
-            mine, theirs = mine + step, theirs + step
+            mine, theirs, apart = mine + step, theirs + step, True
         if 0 <= mine < len(pre) and pre[mine].strip() and indentation(pre[mine]) < width and \
                 (here.get(mine) == theirs or not 0 <= theirs < len(target) or indentation(target[theirs]) < width):
             continue  # the block's header or what follows the block: the Headers check judges the block
@@ -89,8 +90,8 @@ def beside_its_neighbours(at: int, spot: int, here: dict[int, int], pre: list[st
             unchanged += theirs < 0 or theirs >= len(target)
         elif here.get(mine) == theirs:
             unchanged += telling(pre[mine])
-        elif not 0 <= theirs < len(target) or indentation(pre[mine]) != indentation(target[theirs]):
-            return False
+        elif not apart and (not 0 <= theirs < len(target) or indentation(pre[mine]) != indentation(target[theirs])):
+            return False  # (beyond a blank line, what the release changed is no neighbour of the added lines)
     return unchanged > 0
 
 
