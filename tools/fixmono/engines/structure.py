@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 
-from fixmono.engines.three_way import repeats_changed
+from fixmono.engines.three_way import indentation as indent_width, repeats_changed
 from fixmono.engines.trees import parse
 from fixmono.model.patchfile import Hunk, ending, lines_of
 
@@ -581,7 +581,7 @@ class Headers:
     def same(self, here: dict[int, int], at: int, spot: int, rows: list[tuple[str, str]]) -> bool:
         """The change of `rows` (hunk lines) at pre-image line `at`, placed at target line `spot`."""
         first = next((text for _, text in rows if text.strip()), "")
-        width = len(first.expandtabs()) - len(first.lstrip().expandtabs())
+        width = indent_width(first)
         if width == 0:
             return True
         mine, theirs = (less_indented(lines, line, width) for lines, line in zip(self.lines, (at, spot)))
@@ -643,7 +643,7 @@ def less_indented(lines: list[str], at: int, width: int) -> int | None:
     for n in range(at - 1, -1, -1):
         text = lines[n].lstrip()
         if text and not text.startswith(("#", "//", "/*", "*")) and \
-                len(lines[n].expandtabs()) - len(text.expandtabs()) < width:
+                indent_width(lines[n]) < width:
             return n
     return None
 

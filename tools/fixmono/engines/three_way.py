@@ -273,8 +273,6 @@ def enclosing_def(lines: list[str], at: int, level: int | None = None) -> tuple[
     (`def`, a C/C++ header with arguments that is no control statement), else the unindented statement
     above; down to the next line indented as little (a closing brace or parenthesis, a comment, a
     directive or a blank line aside)."""
-    def width(n: int) -> int:
-        return len(lines[n].expandtabs()) - len(lines[n].lstrip().expandtabs())
 
     def code(n: int) -> bool:
         text = lines[n].strip()
@@ -282,16 +280,17 @@ def enclosing_def(lines: list[str], at: int, level: int | None = None) -> tuple[
 
     if level is None:  # the line's own indentation (a blank line: the next code line's)
         below = next((n for n in range(at, len(lines)) if lines[n].strip()), None)
-        level = width(below) if below is not None else 0
+        level = indentation(lines[below]) if below is not None else 0
     header = at
     while level > 0:
-        above = next((n for n in range(header - 1, -1, -1) if code(n) and width(n) < level), None)
+        above = next((n for n in range(header - 1, -1, -1) if code(n) and indentation(lines[n]) < level), None)
         if above is None:
             break
-        header, level = above, width(above)
+        header, level = above, indentation(lines[above])
         if defines_a_function(lines[above]):
             break
-    stop = next((n for n in range(max(at, header) + 1, len(lines)) if code(n) and width(n) <= level), len(lines))
+    stop = next((n for n in range(max(at, header) + 1, len(lines)) if code(n) and indentation(lines[n]) <= level),
+                len(lines))
     return header, stop
 
 
