@@ -33,10 +33,22 @@ TAKE = "int Take(int want) {\n  int got = Find(want);\n  size_ -= got;\n  Mark(g
 TAKE_RELEASE = TAKE.replace("int Take(int want) {\n  int got = Find(want);\n",
                             "int Take(int want, int floor) {\n  int got = Find(std::max(want, floor));\n")
 LAST = "def keep():\n    return 1\n\n\ndef old_api(x):\n    return x + 1\n"
+READERS = ("def read_rows(path):\n    fh = open(path)\n    rows = fh.readlines()\n    fh.close()\n    return rows\n\n\n"
+           "def read_text(path):\n    fh = open(path)\n    text = fh.read()\n    fh.close()\n    return text\n")
+READERS_SWAPPED = READERS.replace("def read_rows", "def read_").replace("def read_text", "def read_rows").replace(
+    "def read_(", "def read_text(")
+SCALE = "int Scale(int v) {\n  int w = Clamp(v);\n  w = w * kFactor;\n  Log(w);\n  return w;\n}\n"
 
 # name: (path, pre-image, post-image, release, right answer with the pre-image, right answer from the hunks
 # alone, or ... where the hunks alone cannot tell)
 CASES = {
+    "two defs' names swapped (the name says one def, the body the other)": (
+        "r.py", READERS, READERS.replace("    rows = fh.readlines()\n", "    rows = [r.rstrip() for r in fh]\n"),
+        READERS_SWAPPED, REFUSED, ...),
+    "a function renamed and copied under a second new name": (
+        "s.cpp", SCALE, SCALE.replace("  w = w * kFactor;\n", "  w = w * kFactor + kBias;\n"),
+        SCALE.replace("int Scale(", "int ScaleFast(") + "\n" + SCALE.replace("int Scale(", "int ScaleSafe("),
+        REFUSED, REFUSED),
     "an insertion after a line the release moved into a with block": (
         "m.py", SAVE, SAVE.replace("    fh.write(data)\n", "    fh.write(data)\n    fh.flush()\n"),
         'def save(obj, path):\n    data = obj.serialize()\n    with open(path, "wb") as fh:\n        fh.write(data)\n'

@@ -523,14 +523,31 @@ def hunks_between(pre: str, post: str, path: str = "m.py") -> tuple:
     return parse_patch(diff, "fix.patch").files[0].hunks
 
 
+def git_hunks(pre: str, post: str, path: str = "m.py") -> tuple:
+    """The hunks of `git diff` between two texts, with git's section headers (the def or function above each
+    hunk, by git's python/cpp patterns), as a diff made in a repository has them."""
+    from fixmono.model.patchfile import parse_patch
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        ext = Path(path).suffix
+        for side, text in (("a", pre), ("b", post)):
+            (root / side).mkdir()
+            (root / side / f"f{ext}").write_text(text)
+        (root / ".gitattributes").write_text("*.py diff=python\n*.cpp diff=cpp\n*.h diff=cpp\n")
+        diff = run_git(root, "diff", "--no-ext-diff", "--no-index", f"a/f{ext}", f"b/f{ext}").stdout
+    diff = diff.replace(f"a/a/f{ext}", f"a/{path}").replace(f"b/b/f{ext}", f"b/{path}")
+    return parse_patch(diff, "fix.patch").files[0].hunks
+
+
 def ported_by_syntax(pre: str, post: str, target: str, syntax=None) -> str | None:
     """The diff pre -> post placed on `target` by the syntax step alone (engines/structure.py; `syntax`: its
-    language, Python by default), or None where it places nothing."""
+    language, Python by default), or None where it places nothing or refuses (a Conflict)."""
     from fixmono.engines import structure
     from fixmono.model.patchfile import lines_of
 
     plans = structure.placements(lines_of(pre), lines_of(target), hunks_between(pre, post), syntax)
-    if plans is None:
+    if plans is None or isinstance(plans, str):
         return None
     lines, offset = lines_of(target), 0
     for start, stop, replacement, _, _ in plans:

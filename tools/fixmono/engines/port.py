@@ -497,7 +497,9 @@ class DiffTransform:
         conflict = planned if isinstance(planned, three_way.Conflict) else None
         if conflict or planned is None and syntax:
             planned = structure.placements(pre, target, self.hunks, syntax)
-            if planned is not None:
+            if isinstance(planned, three_way.Conflict):
+                conflict = planned
+            elif planned is not None:
                 return planned, f"placed by the syntax of the diff's pre-image ({blob})"
         if conflict:  # the hunks' text alone would put it there: what the pre-image shows is no guess
             raise TransformFailed(f"{conflict}; refusing to put it there (by the diff's pre-image ({blob}))")

@@ -30,9 +30,10 @@ import tokenize
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from difflib import SequenceMatcher
 
-from fixmono.engines.three_way import indentation as indent_width, repeats_changed
+from fixmono.engines.three_way import Conflict, indentation as indent_width, repeats_changed
 from fixmono.engines.trees import parse
 from fixmono.model.patchfile import Hunk, ending, lines_of
 
@@ -112,13 +113,32 @@ class Read:
     def text_of(self, n: int) -> str:
         return "".join(self.lines[self.units[n].start:self.units[n].stop])
 
+    @cached_property
+    def kinds(self) -> list[tuple[str, str] | None]:
+        """The kind of block each unit opens (None for comment and blank lines)."""
+        return [self.syntax.block_kind(self.text_of(m)) if u.code else None for m, u in enumerate(self.units)]
+
+    @cached_property
+    def counts(self) -> Counter:
+        return Counter(self.kinds)
+
     def kind_of(self, n: int) -> tuple[tuple[str, str], int]:
         """(the kind of block unit `n` opens, how many code units of this text open that kind)."""
-        if not hasattr(self, "kinds"):
-            self.kinds = [self.syntax.block_kind(self.text_of(m)) if u.code else None
-                          for m, u in enumerate(self.units)]
-            self.counts = Counter(self.kinds)
         return self.kinds[n], self.counts[self.kinds[n]]
+
+    def body_keys(self, n: int) -> list[str]:
+        """The keys of the statements in the block unit `n` opens (down to the next code unit indented as
+        much as `n` or less; blank lines, comments and lone braces aside)."""
+        width, out = len(self.units[n].indent.expandtabs()), []
+        for unit in self.units[n + 1:]:
+            if not unit.code or unit.key in ("{", "}", "};"):
+                if unit.code and unit.key != "{" and len(unit.indent.expandtabs()) <= width:
+                    break
+                continue
+            if len(unit.indent.expandtabs()) <= width:
+                break
+            out.append(unit.key)
+        return out
 
     def parent(self, n: int) -> int | None:
         """The header of the block unit `n` is in: the nearest code unit above with less indentation."""
@@ -180,11 +200,12 @@ def widened(changes: list[Change], pre: Read, post: Read) -> list[Change]:
     return out
 
 
-def aligned(pre: Read, target: Read, pre_defs: dict, target_defs: dict) -> dict[int, int]:
+def aligned(pre: Read, target: Read, pre_defs: dict, target_defs: dict, swapped: dict | None = None) -> dict[int, int]:
     """Pre-image unit -> target unit: in order by their keys, then inside each def/class the order did not
     find (moved) by its qualified name, else its name where one def has it on each side, else its body;
     the header of a def found so is its partner even where the release changed it (the only partners
-    whose keys differ)."""
+    whose keys differ). A def whose namesake has another def's body is matched to neither: into `swapped`
+    go its span -> the other def's header unit."""
     keys_pre, keys_target = [u.key for u in pre.units], [u.key for u in target.units]
     found: dict[int, int] = {}
     for a, b, size in SequenceMatcher(None, keys_pre, keys_target, autojunk=False).get_matching_blocks():
@@ -200,9 +221,11 @@ def aligned(pre: Read, target: Read, pre_defs: dict, target_defs: dict) -> dict[
         span = target_defs.get(qualified)
         if span is None and len(by_name.get(qualified[-1], ())) == 1 and names_pre[qualified[-1]] == 1:
             span = by_name[qualified[-1]][0]
-        if span is not None and body_elsewhere(keys_pre[first + 1:last + 1], keys_target, span, target_defs):
-            # its name says one def, its body another (two defs' names swapped): nothing of it is matched
+        other = None if span is None else body_elsewhere(keys_pre[first + 1:last + 1], keys_target, span, target_defs)
+        if other is not None:  # its name says one def, its body another (two defs' names swapped): nothing matched
             found = {a: b for a, b in found.items() if not first <= a <= last}
+            if swapped is not None:
+                swapped[(first, last)] = other[0]
             continue
         if first in found and target.units[found[first]].key == pre.units[first].key:
             continue
@@ -223,9 +246,9 @@ def aligned(pre: Read, target: Read, pre_defs: dict, target_defs: dict) -> dict[
     return found
 
 
-def body_elsewhere(body: list[str], keys: list[str], span: tuple[int, int], defs: dict) -> bool:
-    """The def at `span`, found by name, has a body less like `body` than another def has (that one 80%
-    alike or more, and by 0.3 more than the named one)."""
+def body_elsewhere(body: list[str], keys: list[str], span: tuple[int, int], defs: dict) -> tuple[int, int] | None:
+    """The span of another def whose body is more like `body` than that of the def at `span`, found by
+    name (the other 80% alike or more, and by 0.3 more than the named one); None where there is none."""
     def statements(run: list[str]) -> list[str]:  # (blank lines, comments and lone braces say nothing)
         return [key for key in run if key and key not in ("}", "};", "{") and not key.startswith(("#", "//"))]
 
@@ -234,10 +257,12 @@ def body_elsewhere(body: list[str], keys: list[str], span: tuple[int, int], defs
 
     body = statements(body)
     if len(body) < 3:
-        return False
+        return None
     named = ratio(*span)
-    return named < 0.7 and any(r >= 0.8 and r - named >= 0.3 for r in
-                               (ratio(*other) for other in defs.values() if other != span))
+    if named >= 0.7:
+        return None
+    return next((other for other in sorted(defs.values()) if other != span and
+                 (r := ratio(*other)) >= 0.8 and r - named >= 0.3), None)
 
 
 def alike(body: list[str], keys: list[str], spans: list[tuple[int, int]]) -> tuple[int, int] | None:
@@ -279,9 +304,11 @@ def defs_of(read: Read) -> dict[tuple[str, ...], tuple[int, int]] | None:
 
 
 def placements(pre_lines: list[str], target_lines: list[str], hunks: tuple[Hunk, ...],
-               syntax: Syntax | None = None) -> list[tuple] | None:
+               syntax: Syntax | None = None) -> list[tuple] | Conflict | None:
     """For each hunk (in order): (start, stop, replacement, rows of added lines in it, the hunk as it edits
-    the target) on `target_lines`; None where one change cannot be placed by the units."""
+    the target) on `target_lines`; None where one change cannot be placed by the units; a Conflict where a
+    change is in a def whose name and body say two defs of the target (their names swapped): the hunks'
+    text, which follows the name, must not decide that either."""
     syntax = syntax or PYTHON
     post_lines, origin, changes = post_image(pre_lines, hunks)
     units = [syntax.units(lines) for lines in (pre_lines, post_lines, target_lines)]
@@ -291,9 +318,19 @@ def placements(pre_lines: list[str], target_lines: list[str], hunks: tuple[Hunk,
     defs = [syntax.defs(read) for read in (pre, target)]
     if None in defs:
         return None
-    partner = aligned(pre, target, *defs)
+    swapped: dict = {}
+    partner = aligned(pre, target, *defs, swapped)
     per_hunk: dict[int, list] = {}
-    for change in widened(changes, pre, post):
+    changes = widened(changes, pre, post)
+    for (first, last), other in swapped.items():
+        change = next((c for c in changes if pre.units[first].start <= c.pre[0] and c.pre[1] <= pre.units[last].stop),
+                      None)
+        if change is not None:
+            label = hunks[min(change.hunks)].label
+            return Conflict(f"{label}: `{pre.lines[pre.units[first].start].strip()}` of the diff's pre-image has "
+                            f"another body here, and its body is that of `{target.lines[target.units[other].start].strip()}`"
+                            ": which of the two the diff means the text cannot tell")
+    for change in changes:
         if len(change.hunks) != 1:
             return None  # one statement edited by two hunks: not placed this way
         spot = placed(change, pre, post, target, partner, origin)
@@ -616,6 +653,11 @@ class Headers:
         if here.get(mine) == theirs or mine not in here and theirs not in self.taken and units and \
                 same_kind(self.reads[0], units[0], self.reads[1], units[1]):
             return True
+        twin = None if not units or mine in here else twin_of(self.reads[0], units[0], self.reads[1], units[1])
+        if twin is not None:
+            self.conflict = self.conflict or f"`{pre[mine].strip()}` of the diff's pre-image is renamed here, and " \
+                f"both `{target[theirs].strip()}` and `{self.reads[1].lines[self.reads[1].units[twin].start].strip()}`" \
+                " have its body: which one the text cannot tell"
         self.conflict = self.conflict or f"its lines are in another block here (`{target[theirs].strip()}` " \
                                          f"where the diff's pre-image has `{pre[mine].strip()}`)"
         return False
@@ -631,7 +673,24 @@ def same_kind(pre: Read, mine: int, target: Read, theirs: int) -> bool:
     if kind == other:
         return not kind[1] or kind[0] == "statement" or count == other_count == 1
     return kind[0] == other[0] and kind[0] in RENAMED and bool(kind[1]) and bool(other[1]) and \
-        kind not in target.counts
+        kind not in target.counts and twin_of(pre, mine, target, theirs) is None
+
+
+def twin_of(pre: Read, mine: int, target: Read, theirs: int) -> int | None:
+    """Another block's header unit of the sort of target unit `theirs`, of a name the pre-image lacks,
+    whose body is at least 80% like that of pre-image unit `mine` and as like it as `theirs`' (within 10%):
+    a def renamed and copied, where which of the two the rename means the text cannot tell; else None."""
+    body = pre.body_keys(mine)
+    if len(body) < 3:
+        return None
+    sort = target.kind_of(theirs)[0][0]
+
+    def ratio(n: int) -> float:
+        return SequenceMatcher(None, body, target.body_keys(n), autojunk=False).ratio()
+
+    chosen = ratio(theirs)
+    return next((n for n, kind in enumerate(target.kinds) if kind and kind[0] == sort and kind not in pre.counts
+                 and n != theirs and (r := ratio(n)) >= 0.8 and r >= chosen - 0.1), None)
 
 
 RENAMED = {"def", "class", "function", "enum", "struct", "union", "namespace"}  # what a release renames (no label)
