@@ -2,10 +2,12 @@
 with its right answer: the text a careful backporter writes, or a refusal. Every case ported with the diff's
 pre-image and from its hunks alone, through DiffTransform as make_patch runs it. Where the hunks alone
 cannot tell (the release changed a line the hunk does not show), only the pre-image case is asserted.
-Not here, not mended: a fix the release has one line away in another form (`self.in_use -= 1` above
-`conn.reset()` where the diff adds it below `self.free.append(conn)`) is added a second time; a rule
-that refused a statement the release has within three lines refused 9 shipped release-branch backports
-(statements repeated in nearby branches). Our own small files, shaped like library code."""
+Mended since (2026-11-27, session 9): a fix the release has in another place or form (`self.in_use -= 1` above
+`conn.reset()` where the diff adds it below `self.free.append(conn)`) was added a second time; with the
+pre-image it is refused where the def the line goes into has it and the pre-image's def does not (the hunks
+alone cannot tell: a rule that refused a statement the release has within three lines refused 9 shipped
+release-branch backports, statements repeated in nearby branches). Our own small files, shaped like library
+code."""
 from __future__ import annotations
 
 import pytest
@@ -37,11 +39,17 @@ READERS = ("def read_rows(path):\n    fh = open(path)\n    rows = fh.readlines()
            "def read_text(path):\n    fh = open(path)\n    text = fh.read()\n    fh.close()\n    return text\n")
 READERS_SWAPPED = READERS.replace("def read_rows", "def read_").replace("def read_text", "def read_rows").replace(
     "def read_(", "def read_text(")
+POOL = ("class Pool:\n    def release(self, conn):\n        conn.reset()\n        self.free.append(conn)\n"
+        "        self.notify()\n\n    def size(self):\n        return len(self.free)\n")
 SCALE = "int Scale(int v) {\n  int w = Clamp(v);\n  w = w * kFactor;\n  Log(w);\n  return w;\n}\n"
 
 # name: (path, pre-image, post-image, release, right answer with the pre-image, right answer from the hunks
 # alone, or ... where the hunks alone cannot tell)
 CASES = {
+    "a fix the release made in another place of the def": (
+        "p.py", POOL,
+        POOL.replace("        self.free.append(conn)\n", "        self.free.append(conn)\n        self.in_use -= 1\n"),
+        POOL.replace("        conn.reset()\n", "        self.in_use -= 1\n        conn.reset()\n"), REFUSED, ...),
     "two defs' names swapped (the name says one def, the body the other)": (
         "r.py", READERS, READERS.replace("    rows = fh.readlines()\n", "    rows = [r.rstrip() for r in fh]\n"),
         READERS_SWAPPED, REFUSED, ...),

@@ -426,6 +426,7 @@ class DiffTransform:
             return Rewrite(source, 0, len(self.hunks), (), tuple(h.label for h in self.hunks), evidence)
         anchored = is_pre_image
         alike = alike_after(self.hunks)
+        pre_lines = lines_of(pre_image) if pre_image is not None and not is_pre_image else None
         for n, hunk in enumerate(self.hunks):
             expected = hunk.start - 1 + offset + drift  # as git apply looks first: shifted as the hunk before
             by_line: list[int] = []  # filled where the line number chose among several places
@@ -444,6 +445,12 @@ class DiffTransform:
                 absent.append(hunk.label)
             else:
                 start, stop, replacement, new_rows = result
+                if pre_lines is not None and new_rows and \
+                        (twice := three_way.added_already(self.hunks[n], pre_lines, lines, start + new_rows[0])):
+                    raise TransformFailed(f"{hunk.label}: it adds `{twice[0]}`, which the code it goes into has "
+                                          f"here already (line {twice[1] + 1}) and the diff's pre-image does not: "
+                                          "the release may have made the fix in another place or form; refusing "
+                                          "to add it twice")
                 later = next((p for p in (planned or ())[n + 1:] if p is not None), None)
                 if later is not None and stop > later[0] + offset:  # (placed by its text, below a later hunk)
                     raise TransformFailed(f"{hunk.label}: its text fits below the place of a later hunk; refusing "

@@ -327,9 +327,9 @@ def placements(pre_lines: list[str], target_lines: list[str], hunks: tuple[Hunk,
                       None)
         if change is not None:
             label = hunks[min(change.hunks)].label
-            return Conflict(f"{label}: `{pre.lines[pre.units[first].start].strip()}` of the diff's pre-image has "
-                            f"another body here, and its body is that of `{target.lines[target.units[other].start].strip()}`"
-                            ": which of the two the diff means the text cannot tell")
+            mine, theirs = pre.lines[pre.units[first].start].strip(), target.lines[target.units[other].start].strip()
+            return Conflict(f"{label}: `{mine}` of the diff's pre-image has another body here, and its body is that "
+                            f"of `{theirs}`: which of the two the diff means the text cannot tell")
     for change in changes:
         if len(change.hunks) != 1:
             return None  # one statement edited by two hunks: not placed this way
@@ -616,26 +616,39 @@ class Headers:
         self.conflict = ""  # the first change found in another block
 
     def same(self, here: dict[int, int], at: int, spot: int, rows: list[tuple[str, str]]) -> bool:
-        """The change of `rows` (hunk lines) at pre-image line `at`, placed at target line `spot`."""
-        first = next((text for _, text in rows if text.strip()), "")
-        width = indent_width(first)
-        if width == 0:
-            return True
+        """The change of `rows` (hunk lines) at pre-image line `at`, placed at target line `spot`: in the
+        same block, and that block in the same block, up to the top level (a method of the same class, not
+        of another class with a method of the same text)."""
+        width = indent_width(next((text for _, text in rows if text.strip()), ""))
+        while width > 0:
+            headers = self.headers(here, at, spot, width)
+            if headers is None:
+                return False
+            at, spot = headers
+            if at is None:
+                return True
+            width = indent_width(self.lines[0][at])
+        return True
+
+    def headers(self, here: dict[int, int], at: int, spot: int, width: int) -> tuple | None:
+        """The first lines of the headers of the blocks that hold a line of indentation `width` at pre-image
+        line `at` and target line `spot` ((None, None) at the top level), where they head one block; else
+        None."""
         mine, theirs = (less_indented(lines, line, width) for lines, line in zip(self.lines, (at, spot)))
         if mine is not None and theirs is not None and here.get(mine) == theirs:
             first, other = statement_start(self.lines[0], mine), statement_start(self.lines[1], theirs)
             if first is not None and here.get(first) == other and starts_a_statement(self.lines[0], first):
-                return True  # the same statement heads both blocks (its first line the same, and aligned)
+                return first, other  # the same statement heads both blocks (its first line the same, and aligned)
         if self.reads is None:
             units = [self.syntax.units(lines) for lines in self.lines]
             if None in units:  # not read as statements: only the same line heads both blocks
-                return self.judge(here, mine, theirs, None)
+                return (mine, theirs) if self.judge(here, mine, theirs, None) else None
             self.reads = [Read(lines, u, self.syntax) for lines, u in zip(self.lines, units)]
         pre, target = self.reads
         mine, theirs = header_unit(pre, at, width), header_unit(target, spot, width)
         units = None if mine is None or theirs is None else (mine, theirs)
-        return self.judge(here, None if mine is None else pre.units[mine].start,
-                          None if theirs is None else target.units[theirs].start, units)
+        lines = (None if mine is None else pre.units[mine].start, None if theirs is None else target.units[theirs].start)
+        return lines if self.judge(here, *lines, units) else None
 
     def judge(self, here: dict, mine: int | None, theirs: int | None, units: tuple | None) -> bool:
         """Header lines `mine` (pre-image) and `theirs` (target), None at the top level, head one block;
@@ -650,14 +663,17 @@ class Headers:
             return False
         if self.taken is None:
             self.taken = set(here.values())
-        if here.get(mine) == theirs or mine not in here and theirs not in self.taken and units and \
+        paired = here.get(mine) == theirs  # (a header over lines: its first line)
+        if paired and (not units or self.reads[0].units[units[0]].key == self.reads[1].units[units[1]].key):
+            return True
+        if units and (paired or mine not in here and theirs not in self.taken) and \
                 same_kind(self.reads[0], units[0], self.reads[1], units[1]):
             return True
         twin = None if not units or mine in here else twin_of(self.reads[0], units[0], self.reads[1], units[1])
         if twin is not None:
+            copy = target[self.reads[1].units[twin].start].strip()
             self.conflict = self.conflict or f"`{pre[mine].strip()}` of the diff's pre-image is renamed here, and " \
-                f"both `{target[theirs].strip()}` and `{self.reads[1].lines[self.reads[1].units[twin].start].strip()}`" \
-                " have its body: which one the text cannot tell"
+                f"both `{target[theirs].strip()}` and `{copy}` have its body: which one the text cannot tell"
         self.conflict = self.conflict or f"its lines are in another block here (`{target[theirs].strip()}` " \
                                          f"where the diff's pre-image has `{pre[mine].strip()}`)"
         return False

@@ -50,9 +50,10 @@ def placements(pre: list[str], target: list[str], hunks: tuple[Hunk, ...], heade
     A hunk the alignment does not place for which `by_text(hunk)` holds (one-line imports) is None in the
     list, left to its text, where others are placed."""
     here = aligned(pre, target)
+    moved = moved_lines(pre, target, here)
     out = []
     for hunk in hunks:
-        placed = placement(hunk, here, pre, target, headers)
+        placed = placement(hunk, here, pre, target, headers, moved)
         if placed is None and (headers and headers.conflict or not by_text(hunk)):
             return Conflict(f"{hunk.label}: {headers.conflict}") if headers and headers.conflict else None
         out.append(placed)
@@ -163,10 +164,42 @@ def unique_rows(lines: list[str], start: int, stop: int) -> dict[str, int]:
     return {line: n for line, n in seen.items() if n >= 0}
 
 
-def placement(hunk: Hunk, here: dict[int, int], pre: list[str], target: list[str], headers=None):
+def moved_lines(pre: list[str], target: list[str], here: dict[int, int]) -> set[str]:
+    """The telling lines that stand, unaligned, on both sides: lines the release moved (two defs or
+    branches that trade places), which line for line beside a change are no edit in place."""
+    taken = set(here.values())
+    mine = {line for n, line in enumerate(pre) if n not in here and telling(line)}
+    return mine & {line for n, line in enumerate(target) if n not in taken and telling(line)}
+
+
+def crossed(at: int, removed: int, width: int, here: dict[int, int], pre: list[str], target: list[str],
+            moved: set[str]) -> bool:
+    """From the header of the block the change at pre-image lines [at, at + removed) is in (its lines of
+    indentation `width`), or the nearest aligned line above it where that is nearer the top, down to the
+    nearest aligned line below it, a line that differs from its target line
+    (by its place from the aligned line above it) where one of the two stands elsewhere on the other side
+    (moved): the change's place is taken line for line across a move (a method's header where the release
+    swapped two methods of one body; a branch's lines where it swapped two branches), no place."""
+    top = next((n for n in range(at - 1, -1, -1) if pre[n].strip() and indentation(pre[n]) < width), 0)
+    top = min(top, next((i for i in range(at - 1, -1, -1) if i in here), -1) + 1)
+    below = next((i for i in range(at + removed, len(pre)) if i in here), len(pre))
+    above = next((i for i in range(top - 1, -1, -1) if i in here), -1)
+    for n in range(top, below):
+        if n in here:
+            above = n
+            continue
+        theirs = here.get(above, -1) + (n - above)
+        if 0 <= theirs < len(target) and pre[n] != target[theirs] and (pre[n] in moved or target[theirs] in moved):
+            return True
+    return False
+
+
+def placement(hunk: Hunk, here: dict[int, int], pre: list[str], target: list[str], headers=None,
+              moved: set[str] = frozenset()):
     """The hunk's changes, each where its own lines and its neighbours are in the target, as one
     replacement of the target's lines from its first change to its last (the target's own lines between).
-    Names the target renamed on the hunk's lines (`data` -> `blob`) are renamed in the lines it adds."""
+    Names the target renamed on the hunk's lines (`data` -> `blob`) are renamed in the lines it adds.
+    None where a change's place is taken across lines the release moved (`moved`, crossed())."""
     rename = renamed_names(hunk, here, pre, target)
     rows = [(k, renamed(t, rename) if k == "+" else t) for k, t in hunk.lines]
     edited = {r: t for r, (k, t) in enumerate(rows) if t != hunk.lines[r][1]}  # row -> its text here
@@ -195,7 +228,9 @@ def placement(hunk: Hunk, here: dict[int, int], pre: list[str], target: list[str
             plus = [r for r in range(i, j) if rows[r][0] == "+"]
             edited.update({minus[n]: theirs[n] for n in range(removed)})
             edited.update({plus[n]: added[n] for n in range(removed)})
-        if headers and not headers.same(here, at, spot[0], rows[i:j]):
+        if headers and not headers.same(here, at, spot[0], rows[i:j]) or \
+                moved and crossed(at, removed, indentation(next((t for _, t in rows[i:j] if t.strip()), "")), here,
+                                  pre, target, moved):
             return None
         changes.append((*spot, added))
     if present and not changes:
@@ -294,6 +329,24 @@ def enclosing_def(lines: list[str], at: int, level: int | None = None) -> tuple[
     return header, stop
 
 
+def added_already(hunk: Hunk, pre: list[str], target: list[str], at: int) -> tuple[str, int] | None:
+    """(a line `hunk` adds, the target's line index of it) where the def the added lines go into (the
+    first at target line `at`) holds that line already while the pre-image's def does not: the release
+    made that part of the fix, maybe elsewhere in the def or in another form; None otherwise. Only lines
+    that tell (a name and more than a few characters; no comment)."""
+    added = [t.strip() for k, t in hunk.lines if k == "+"]
+    added = [t for t in added if len(t) > 8 and telling(t) and not t.startswith(("#", "//", "/*", "*"))]
+    if not added or not pre or not target:
+        return None
+    first = next(i for i, (k, _) in enumerate(hunk.lines) if k == "+")
+    level = indentation(hunk.lines[first][1])
+    a, b = enclosing_def(pre, min(hunk.first + sum(k != "+" for k, _ in hunk.lines[:first]), len(pre) - 1), level)
+    c, d = enclosing_def(target, min(at, len(target) - 1), level)
+    mine = {line.strip() for line in pre[a:b]}
+    here = {target[n].strip(): n for n in range(c, d)}
+    return next(((t, here[t]) for t in added if t not in mine and t in here), None)
+
+
 def renamed(line: str, rename: dict[str, str]) -> str:
     if not rename:
         return line
@@ -322,8 +375,8 @@ def in_place(at: int, removed: int, here: dict[int, int], target_size: int, pre_
     above = next((i for i in range(at - 1, -1, -1) if i in here), -1)
     below = next((i for i in range(at + removed, pre_size) if i in here), pre_size)
     above_t, below_t = here.get(above, -1), here.get(below, target_size)
-    if not removed or below_t - above_t != below - above:
-        return None
+    if not removed or below_t - above_t != below - above or any(at + n in here for n in range(removed)):
+        return None  # (a line the alignment found unchanged elsewhere was not changed here)
     start = above_t + (at - above)
     return start, start + removed
 
