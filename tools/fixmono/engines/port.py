@@ -426,7 +426,6 @@ class DiffTransform:
             return Rewrite(source, 0, len(self.hunks), (), tuple(h.label for h in self.hunks), evidence)
         anchored = is_pre_image
         alike = alike_after(self.hunks)
-        pre_lines = lines_of(pre_image) if pre_image is not None and not is_pre_image else None
         for n, hunk in enumerate(self.hunks):
             expected = hunk.start - 1 + offset + drift  # as git apply looks first: shifted as the hunk before
             by_line: list[int] = []  # filled where the line number chose among several places
@@ -445,12 +444,6 @@ class DiffTransform:
                 absent.append(hunk.label)
             else:
                 start, stop, replacement, new_rows = result
-                if pre_lines is not None and new_rows and \
-                        (twice := three_way.added_already(self.hunks[n], pre_lines, lines, start + new_rows[0])):
-                    raise TransformFailed(f"{hunk.label}: it adds `{twice[0]}`, which the code it goes into has "
-                                          f"here already (line {twice[1] + 1}) and the diff's pre-image does not: "
-                                          "the release may have made the fix in another place or form; refusing "
-                                          "to add it twice")
                 later = next((p for p in (planned or ())[n + 1:] if p is not None), None)
                 if later is not None and stop > later[0] + offset:  # (placed by its text, below a later hunk)
                     raise TransformFailed(f"{hunk.label}: its text fits below the place of a later hunk; refusing "
@@ -996,7 +989,16 @@ def place_normalised(hunk: Hunk, lines: list[str], scopes, confirmed, top_level:
         """The place of `core` at targets[p] lies under the header the hunk shows (where it must)."""
         if heading is None or any(i == heading for i, _, _ in core):
             return True
-        label = re.findall(r"[A-Za-z_]\w*", hunk.lines[heading][1])[:1] in ([w] for w in LABELS)
+        word = re.findall(r"[A-Za-z_]\w*", hunk.lines[heading][1])[:1]
+        if word and word[0] in BRANCHES:  # the line as far above the place as the hunk has it, less indented
+            first = next(i for i, _, _ in core)
+            indentation = three_way.indentation
+            width = indentation(lines[targets[p][0]]) - indentation(hunk.lines[first][1]) + \
+                indentation(hunk.lines[heading][1])
+            above = next((n for n in range(targets[p][0] - 1, -1, -1) if lines[n].strip() and
+                          not lines[n].lstrip().startswith(("#", "//")) and indentation(lines[n]) <= width), None)
+            return above is not None and norm(lines[above]) == norm(hunk.lines[heading][1])
+        label = word in ([w] for w in LABELS)
         above = nearest_header(lines, targets[p][0], norm is norm_cpp, label)
         if above is None:
             return False
@@ -1163,8 +1165,8 @@ def telling_header_row(hunk: Hunk, cpp: bool) -> int | None:
         return None
     header = hunk.lines[row][1]
     words = re.findall(r"[A-Za-z_]\w*", header)
-    if words and words[0] in LABELS:  # a label tells its branch: another label's lines are another's
-        return row
+    if words and (words[0] in LABELS or words[0] in BRANCHES):  # a label or a test tells its branch: another's
+        return row  # lines are another branch's (`elif mode == "score":` is not `elif mode == "predict":`)
     if cpp:
         return row if three_way.defines_a_function(header) else None
     above = [t.strip() for _, t in hunk.lines[:row] if t.strip()][-1:]
@@ -1173,6 +1175,7 @@ def telling_header_row(hunk: Hunk, cpp: bool) -> int | None:
 
 
 LABELS = ("case", "default", "except")
+BRANCHES = ("if", "elif", "else", "for", "while", "with", "try", "finally", "switch", "do")
 
 
 def same_function(mine: str, theirs: str) -> bool:

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from difflib import SequenceMatcher
 
-from fixmono.engines.three_way import Conflict, indentation as indent_width, repeats_changed
+from fixmono.engines.three_way import Conflict, indentation as indent_width, moved_key as three_way_key, repeats_changed
 from fixmono.engines.trees import parse
 from fixmono.model.patchfile import Hunk, ending, lines_of
 
@@ -117,6 +117,11 @@ class Read:
     def kinds(self) -> list[tuple[str, str] | None]:
         """The kind of block each unit opens (None for comment and blank lines)."""
         return [self.syntax.block_kind(self.text_of(m)) if u.code else None for m, u in enumerate(self.units)]
+
+    @cached_property
+    def header_keys(self) -> set[str]:
+        """The keys of the units that open a block (as moved_key has them)."""
+        return {three_way_key(u.key) for u in self.units if u.code and u.nests}
 
     @cached_property
     def counts(self) -> Counter:
@@ -686,10 +691,20 @@ def same_kind(pre: Read, mine: int, target: Read, theirs: int) -> bool:
     lines not yet moved out of the def that holds them here: `_activation_checkpointing_enable`'s lines in
     the release's `gradient_checkpointing_enable`) whose lines stand here in a def of the same sort."""
     (kind, count), (other, other_count) = pre.kind_of(mine), target.kind_of(theirs)
+    if moved_header(pre, mine, target, theirs):
+        return False
     if kind == other:
         return not kind[1] or kind[0] == "statement" or count == other_count == 1
     return kind[0] == other[0] and kind[0] in RENAMED and bool(kind[1]) and bool(other[1]) and \
         kind not in target.counts and twin_of(pre, mine, target, theirs) is None
+
+
+def moved_header(pre: Read, mine: int, target: Read, theirs: int) -> bool:
+    """The pre-image's header statement stands elsewhere in the target, or the target's elsewhere in the
+    pre-image (`elif` and `if` alike): two blocks the release swapped or reordered (`if mode == "loss"`
+    where the pre-image has `if mode == "predict"`, which is the target's `elif`), not one header changed."""
+    keys = [three_way_key(read.units[n].key) for read, n in ((pre, mine), (target, theirs))]
+    return keys[0] != keys[1] and (keys[0] in target.header_keys or keys[1] in pre.header_keys)
 
 
 def twin_of(pre: Read, mine: int, target: Read, theirs: int) -> int | None:

@@ -165,11 +165,21 @@ def unique_rows(lines: list[str], start: int, stop: int) -> dict[str, int]:
 
 
 def moved_lines(pre: list[str], target: list[str], here: dict[int, int]) -> set[str]:
-    """The telling lines that stand, unaligned, on both sides: lines the release moved (two defs or
-    branches that trade places), which line for line beside a change are no edit in place."""
+    """The telling lines that stand, unaligned, on both sides (as moved_key has them): lines the release
+    moved (two defs or branches that trade places), which line for line beside a change are no edit in
+    place."""
     taken = set(here.values())
-    mine = {line for n, line in enumerate(pre) if n not in here and telling(line)}
-    return mine & {line for n, line in enumerate(target) if n not in taken and telling(line)}
+    mine = {moved_key(line) for n, line in enumerate(pre) if n not in here and telling(line)}
+    return mine & {moved_key(line) for n, line in enumerate(target) if n not in taken and telling(line)}
+
+
+def moved_key(line: str) -> str:
+    """A line as moving it may leave it: its indentation aside, a branch's `elif`/`else if` as `if` (the
+    first branch of a chain the release reordered is an `if`)."""
+    return ELSE_IF.sub("if", line.strip())
+
+
+ELSE_IF = re.compile(r"^(?:\}\s*)?(?:elif|else\s+if)\b")
 
 
 def crossed(at: int, removed: int, width: int, here: dict[int, int], pre: list[str], target: list[str],
@@ -189,7 +199,8 @@ def crossed(at: int, removed: int, width: int, here: dict[int, int], pre: list[s
             above = n
             continue
         theirs = here.get(above, -1) + (n - above)
-        if 0 <= theirs < len(target) and pre[n] != target[theirs] and (pre[n] in moved or target[theirs] in moved):
+        if 0 <= theirs < len(target) and pre[n] != target[theirs] and \
+                (moved_key(pre[n]) in moved or moved_key(target[theirs]) in moved):
             return True
     return False
 
@@ -327,24 +338,6 @@ def enclosing_def(lines: list[str], at: int, level: int | None = None) -> tuple[
     stop = next((n for n in range(max(at, header) + 1, len(lines)) if code(n) and indentation(lines[n]) <= level),
                 len(lines))
     return header, stop
-
-
-def added_already(hunk: Hunk, pre: list[str], target: list[str], at: int) -> tuple[str, int] | None:
-    """(a line `hunk` adds, the target's line index of it) where the def the added lines go into (the
-    first at target line `at`) holds that line already while the pre-image's def does not: the release
-    made that part of the fix, maybe elsewhere in the def or in another form; None otherwise. Only lines
-    that tell (a name and more than a few characters; no comment)."""
-    added = [t.strip() for k, t in hunk.lines if k == "+"]
-    added = [t for t in added if len(t) > 8 and telling(t) and not t.startswith(("#", "//", "/*", "*"))]
-    if not added or not pre or not target:
-        return None
-    first = next(i for i, (k, _) in enumerate(hunk.lines) if k == "+")
-    level = indentation(hunk.lines[first][1])
-    a, b = enclosing_def(pre, min(hunk.first + sum(k != "+" for k, _ in hunk.lines[:first]), len(pre) - 1), level)
-    c, d = enclosing_def(target, min(at, len(target) - 1), level)
-    mine = {line.strip() for line in pre[a:b]}
-    here = {target[n].strip(): n for n in range(c, d)}
-    return next(((t, here[t]) for t in added if t not in mine and t in here), None)
 
 
 def renamed(line: str, rename: dict[str, str]) -> str:
