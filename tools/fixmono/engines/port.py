@@ -1006,28 +1006,37 @@ def place_normalised(hunk: Hunk, lines: list[str], scopes, confirmed, top_level:
             return same_function(hunk.lines[heading][1], lines[above])
         return norm(lines[above]) == norm(hunk.lines[heading][1])
 
+    def attempt(lead: int, tail: int):
+        """(the place found in `targets` or "present" or None, core_old, core_new, kept rows) with `lead`
+        and `tail` context lines dropped; None where that trim is not tried."""
+        trim = lead + tail
+        core_old = trimmed(olds, lead, tail)
+        if core_old is None or (trim and not (top_level or scope_of(hunk) or header_name(hunk) or
+                                              scopes.norm is norm_cpp and (cpp_scope_of(hunk)
+                                                                           or cpp_name(hunk.header)))):
+            return None
+        if trim and not any(k == "-" for _, k, _ in core_old) and len(core_old) < 2:
+            return None
+        if not reaches_the_change(hunk, core_old, norm):
+            return None
+        keep = {i for i, _, _ in core_old}
+        if trim and not anchored_in_its_block(hunk, keep, norm):
+            return None
+        core_new = [r for r in news if r[1] == "+" or r[0] in keep]
+        at_old = [p for p in seq(core_old, targets, hunk, lines)
+                  if confirmed(targets[p][0], probe(core_old, targets, p), trim > 0) and headed(p, core_old)]
+        at_new = [p for p in seq(core_new, targets, hunk, lines)
+                  if confirmed(targets[p][0], probe(core_new, targets, p), trim > 0) and headed(p, core_new)
+                  and at_its_edge(hunk, p, len(core_new), len(targets))
+                  and not any(scopes.written(t, 1) for t, _ in targets[p:p + len(core_new)])
+                  ] if joins_the_removal(hunk, keep, norm) else []
+        p = choose(hunk, at_old, at_new, None, "its lines (as tokens)", (len(core_old), len(core_new)))
+        return p, core_old, core_new, keep
+
     for trim in range(0, 2 * MAX_TRIM + 1):  # fewest context lines dropped first, at most MAX_TRIM at each end
-        for lead in range(max(trim - MAX_TRIM, 0), min(trim, MAX_TRIM) + 1):
-            tail = trim - lead
-            core_old = trimmed(olds, lead, tail)
-            if core_old is None or (trim and not (top_level or scope_of(hunk) or header_name(hunk) or
-                                                  scopes.norm is norm_cpp and (cpp_scope_of(hunk)
-                                                                               or cpp_name(hunk.header)))):
-                continue
-            if trim and not any(k == "-" for _, k, _ in core_old) and len(core_old) < 2:
-                continue
-            if not reaches_the_change(hunk, core_old, norm):
-                continue
-            keep = {i for i, _, _ in core_old}
-            core_new = [r for r in news if r[1] == "+" or r[0] in keep]
-            at_old = [p for p in seq(core_old, targets, hunk, lines)
-                      if confirmed(targets[p][0], probe(core_old, targets, p), trim > 0) and headed(p, core_old)]
-            at_new = [p for p in seq(core_new, targets, hunk, lines)
-                      if confirmed(targets[p][0], probe(core_new, targets, p), trim > 0) and headed(p, core_new)
-                      and at_its_edge(hunk, p, len(core_new), len(targets))
-                      and not any(scopes.written(t, 1) for t, _ in targets[p:p + len(core_new)])
-                      ] if joins_the_removal(hunk, keep, norm) else []
-            p = choose(hunk, at_old, at_new, None, "its lines (as tokens)", (len(core_old), len(core_new)))
+        tried = [found for lead in range(max(trim - MAX_TRIM, 0), min(trim, MAX_TRIM) + 1)
+                 if (found := attempt(lead, trim - lead)) is not None]
+        for p, core_old, core_new, keep in tried:
             if p == "present":
                 return p
             if p is None and reflowed(hunk, core_old, core_new, lines, stream, confirmed, trim > 0) and \
@@ -1035,6 +1044,13 @@ def place_normalised(hunk: Hunk, lines: list[str], scopes, confirmed, top_level:
                 return "present"  # its post-image here as the same tokens over other lines (wrapped, joined)
             if p is not None:
                 matched = targets[p:p + len(core_old)]
+                apart = [q for q, old, _, _ in tried if isinstance(q, int) and not overlapping(
+                    matched, targets[q:q + len(old)])]
+                if apart:  # its lines above fit one place, those below another: which, the text cannot tell
+                    q = apart[0]
+                    raise TransformFailed(f"{hunk.label}: its context trimmed at one end fits line "
+                                          f"{matched[0][0] + 1}, at the other line {targets[q][0] + 1}; "
+                                          "refusing to guess")
                 if [t for _, _, t in core_old] != [t for _, _, t in core_new]:
                     return splice(hunk, lines, matched, core_old, norm)
                 try:  # blank and comment lines alone change: their text here tells applied from not
@@ -1141,6 +1157,33 @@ def reaches_the_change(hunk: Hunk, core: list, norm) -> bool:
     added line) or in the file (a removed comment)."""
     first, last = hunk_span(hunk, core, norm)
     return all(first <= i <= last for i, (kind, _) in enumerate(hunk.lines) if kind != " ")
+
+
+def overlapping(one: list, other: list) -> bool:
+    """Two runs of (line index, text) share a line."""
+    return bool(one) and bool(other) and one[0][0] <= other[-1][0] and other[0][0] <= one[-1][0]
+
+
+def anchored_in_its_block(hunk: Hunk, keep: set[int], norm) -> bool:
+    """Each run of lines the hunk only adds keeps, in `keep` (the context rows not trimmed), the code line
+    right above it, or else the one right below it where that is indented as much as the added lines: a
+    line indented less follows their block and tells not where in it (`else:` below a line added after
+    `x = x.contiguous()`, which the release moved out of the branch: the line would go before it)."""
+    rows = hunk.lines
+    for i, (kind, text) in enumerate(rows):
+        if kind != "+" or i and rows[i - 1][0] == "+" or not text.strip():
+            continue
+        end = next((j for j in range(i, len(rows)) if rows[j][0] != "+"), len(rows))
+        if any(k == "-" for k, _ in rows[max(i - 1, 0):end + 1]):
+            continue  # a replacement: its removed lines place it
+        above = next((j for j in range(i - 1, -1, -1) if norm(rows[j][1])), None)
+        below = next((j for j in range(end, len(rows)) if norm(rows[j][1])), None)
+        if above is None or above in keep:
+            continue
+        width = three_way.indentation(text)
+        if below is None or below not in keep or three_way.indentation(rows[below][1]) < width:
+            return False
+    return True
 
 
 def probe(rows: list, targets: list, p: int) -> int:

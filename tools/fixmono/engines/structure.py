@@ -388,8 +388,9 @@ def placed(change: Change, pre: Read, post: Read, target: Read, partner: dict[in
 
     if mine:
         t_first, t_last = mine[0], mine[-1] + 1
-        if not (next_to(above, -1, t_first) or next_to(below, +1, t_last)):
-            return None
+        beside = [next_to(above, -1, t_first), next_to(below, +1, t_last)]
+        if not any(beside) or not all(beside) and repeated(target, mine):
+            return None  # (where its statements stand twice, one neighbour does not tell which)
         start, stop = target.units[t_first].start, target.units[t_last - 1].stop
     else:
         start = stop = insertion(change, above, below, pre, target, partner)
@@ -406,6 +407,16 @@ def placed(change: Change, pre: Read, post: Read, target: Read, partner: dict[in
     if added is None or not same_blocks(change, pre, post, target, partner, origin, (start, stop), added):
         return None
     return start, stop, added
+
+
+def repeated(target: Read, mine: list[int]) -> bool:
+    """The code units `mine` of the target (side by side) stand, in the same order, elsewhere in their
+    block too (under the same header: a second forward pass in one def, not another def's lines)."""
+    keys = [target.units[n].key for n in mine]
+    code = [n for n, u in enumerate(target.units) if u.code]
+    run, header = len(keys), target.parent(mine[0])
+    return any(code[i] != mine[0] and [target.units[m].key for m in code[i:i + run]] == keys and
+               target.parent(code[i]) == header for i in range(len(code) - run + 1))
 
 
 def merged_in_place(change: Change, first: int, last: int, pre: Read, post: Read, target: Read, partner: dict):
