@@ -985,21 +985,21 @@ def place_normalised(hunk: Hunk, lines: list[str], scopes, confirmed, top_level:
     # of a setter fits the getter, one of an overload another overload
     heading = telling_header_row(hunk, norm is norm_cpp)
 
-    def headed(p: int, core: list) -> bool:
-        """The place of `core` at targets[p] lies under the header the hunk shows (where it must)."""
+    def headed(at: int, core: list) -> bool:
+        """The place of `core` from line index `at` lies under the header the hunk shows (where it must)."""
         if heading is None or any(i == heading for i, _, _ in core):
             return True
         word = re.findall(r"[A-Za-z_]\w*", hunk.lines[heading][1])[:1]
         if word and word[0] in BRANCHES:  # the line as far above the place as the hunk has it, less indented
             first = next(i for i, _, _ in core)
             indentation = three_way.indentation
-            width = indentation(lines[targets[p][0]]) - indentation(hunk.lines[first][1]) + \
+            width = indentation(lines[at]) - indentation(hunk.lines[first][1]) + \
                 indentation(hunk.lines[heading][1])
-            above = next((n for n in range(targets[p][0] - 1, -1, -1) if lines[n].strip() and
+            above = next((n for n in range(at - 1, -1, -1) if lines[n].strip() and
                           not lines[n].lstrip().startswith(("#", "//")) and indentation(lines[n]) <= width), None)
             return above is not None and norm(lines[above]) == norm(hunk.lines[heading][1])
         label = word in ([w] for w in LABELS)
-        above = nearest_header(lines, targets[p][0], norm is norm_cpp, label)
+        above = nearest_header(lines, at, norm is norm_cpp, label)
         if above is None:
             return False
         if norm is norm_cpp and not label:  # the same function, maybe given more parameters (not other types)
@@ -1024,9 +1024,9 @@ def place_normalised(hunk: Hunk, lines: list[str], scopes, confirmed, top_level:
             return None
         core_new = [r for r in news if r[1] == "+" or r[0] in keep]
         at_old = [p for p in seq(core_old, targets, hunk, lines)
-                  if confirmed(targets[p][0], probe(core_old, targets, p), trim > 0) and headed(p, core_old)]
+                  if confirmed(targets[p][0], probe(core_old, targets, p), trim > 0) and headed(targets[p][0], core_old)]
         at_new = [p for p in seq(core_new, targets, hunk, lines)
-                  if confirmed(targets[p][0], probe(core_new, targets, p), trim > 0) and headed(p, core_new)
+                  if confirmed(targets[p][0], probe(core_new, targets, p), trim > 0) and headed(targets[p][0], core_new)
                   and at_its_edge(hunk, p, len(core_new), len(targets))
                   and not any(scopes.written(t, 1) for t, _ in targets[p:p + len(core_new)])
                   ] if joins_the_removal(hunk, keep, norm) else []
@@ -1039,8 +1039,9 @@ def place_normalised(hunk: Hunk, lines: list[str], scopes, confirmed, top_level:
         for p, core_old, core_new, keep in tried:
             if p == "present":
                 return p
-            if p is None and reflowed(hunk, core_old, core_new, lines, stream, confirmed, trim > 0) and \
-                    joins_the_removal(hunk, keep, norm):
+            if p is None and joins_the_removal(hunk, keep, norm) and reflowed(
+                    hunk, core_old, core_new, lines, stream,
+                    lambda a, b, cut, core=core_new: confirmed(a, b, cut) and headed(a, core), trim > 0):
                 return "present"  # its post-image here as the same tokens over other lines (wrapped, joined)
             if p is not None:
                 matched = targets[p:p + len(core_old)]
