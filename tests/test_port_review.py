@@ -180,6 +180,19 @@ EXTRA_REPR = ("class LlamaMLP:\n    def forward(self, x):\n        return self.d
               "        return 'mlp'\n")
 LLAMA_NORM = LLAMA.replace("\n\nclass LlamaAttention:", "\n\nclass LlamaRMSNorm:\n    pass\n\n\nclass LlamaAttention:")
 
+RUNS = ('#include "ops.h"\n\nnamespace cpu {\nint Run(Tensor& t) {\n  int n = t.numel();\n  Prepare(t);\n'
+        '  return Exec(t, n);\n}\n}  // namespace cpu\n\nnamespace cuda {\nint Run(Tensor& t) {\n  int n = t.numel();\n'
+        '  Prepare(t);\n  return Exec(t, n);\n}\n}  // namespace cuda\n')
+TRACE = ("  Prepare(t);\n  return Exec(t, n);\n}\n}  // namespace cpu", "  Prepare(t);\n  Trace(n);\n  return Exec(t, n);\n"
+         "}\n}  // namespace cpu")
+RUNS_RELEASE = RUNS.replace("  Prepare(t);\n  return Exec(t, n);\n}\n}  // namespace cpu",
+                            "  PrepareCpu(t);\n  return Exec(t, n);\n}\n}  // namespace cpu")
+LAUNCH = ('#include "ops.h"\n\n#ifdef USE_CUDA\nint Launch(Tensor& t) {\n  int n = t.numel();\n  Check(n);\n'
+          '  RunCuda(t, n);\n  return n;\n}\n#else\nint Launch(Tensor& t) {\n  int n = t.numel();\n  Check(n);\n'
+          '  RunCpu(t, n);\n  return n;\n}\n#endif\n')
+CHECK_CPU = ("  Check(n);\n  RunCpu", "  Check(n > 0);\n  RunCpu")
+LAUNCH_RELEASE = LAUNCH.replace("  RunCuda(t, n);\n", "  RunCuda(t, n, stream);\n")
+
 # name: (path, pre-image, post-image, release, right with the pre-image, right from the hunks alone), the diff as
 # `git diff` writes it (git's section headers: the hunk ladder trims context under them)
 GIT_CASES = {
@@ -199,6 +212,14 @@ GIT_CASES = {
                                          "            self.cache[item.key] = item\n            self.size += 1\n"),
         ADD_ALL.replace("            self.cache[item.key] = item\n",
                         "            with self.lock:\n                self.cache[item.key] = item\n"), REFUSED, REFUSED),
+    "an insertion into one of two namesake functions in two namespaces": (
+        "r.cpp", RUNS, RUNS.replace(*TRACE), RUNS_RELEASE, RUNS_RELEASE.replace(
+            "  PrepareCpu(t);\n  return", "  PrepareCpu(t);\n  Trace(n);\n  return"), RUNS_RELEASE.replace(
+            "  PrepareCpu(t);\n  return", "  PrepareCpu(t);\n  Trace(n);\n  return")),
+    "an edit of a function's #else version (a branch whose scope is not read)": (
+        "l.cpp", LAUNCH, LAUNCH.replace(*CHECK_CPU), LAUNCH_RELEASE, LAUNCH_RELEASE.replace(*CHECK_CPU), REFUSED),
+    "an edit of a function's #else version onto the pre-image itself": (
+        "l.cpp", LAUNCH, LAUNCH.replace(*CHECK_CPU), LAUNCH, LAUNCH.replace(*CHECK_CPU), REFUSED),
     "a method appended to a class the release gave a new neighbour": (
         "l.py", LLAMA, LLAMA.replace(*EXTRA_REPR), LLAMA_NORM, LLAMA_NORM.replace(*EXTRA_REPR), REFUSED),
 }

@@ -105,7 +105,16 @@ def norm(line: str, comment: str = "#") -> str:
     return " ".join(text.split())
 
 
-norm_cpp = functools.partial(norm, comment="//")  # C/C++: `#` lines are preprocessor code, kept
+def norm_cpp(line: str) -> str:
+    """A C/C++ line as tokens (`#` lines are preprocessor code, kept); a namespace's closing brace keeps its
+    comment, which names it (`}  // namespace cpu` is not the brace of `namespace cuda`)."""
+    text = line.strip()
+    if NAMESPACE_END.match(text):
+        return " ".join(text.split())
+    return norm(line, comment="//")
+
+
+NAMESPACE_END = re.compile(r"\}\s*//\s*(end of\s+)?namespace\b")
 
 
 def indent_of(line: str) -> str:
@@ -756,7 +765,8 @@ def place(hunk: Hunk, lines: list[str], expected: int, scopes: "Mapped | None", 
     python = isinstance(scopes.scopes, Scopes)
     wanted = scopes.as_here(scope_of(hunk) if python else cpp_scope_of(hunk))
     header = scopes.as_here(([header_name(hunk)] if header_name(hunk) else []) if python
-                            else [] if wanted else cpp_name(hunk.header))
+                            else cpp_name(hunk.header) if not wanted or CPP_SCOPE.search(hunk.header) else [])
+    # (C/C++: a namespace or class git's header names holds the function the context shows: `cpu::Run`)
     if header and not wanted and not scopes.has(header) and (header[-1] in scopes.removed or
                                                              hunk.header.strip() in {x.strip() for x in lines}):
         header = []  # a def the diff itself removes (the text may be applied), or a line not a def here (a string)
@@ -825,7 +835,9 @@ def place(hunk: Hunk, lines: list[str], expected: int, scopes: "Mapped | None", 
         chain = scopes.chain(line + 1)
         return fits(chain, wanted) and (not header or header[-1] in chain)
 
-    return place_normalised(hunk, lines, scopes, confirmed, top_level, unshown, in_scope)
+    unconfirmed = [p for p in exact(old, lines) if p not in found_old and not scopes.chain(p + 1)] \
+        if old and not python else []  # (no scope read there: a C/C++ branch the preprocessor masks)
+    return place_normalised(hunk, lines, scopes, confirmed, top_level, unshown, in_scope, unconfirmed)
 
 
 def normalised_places(hunk: Hunk, lines: list[str], scopes, confirmed) -> list[int]:
@@ -966,11 +978,12 @@ def exact(block: list[str], lines: list[str]) -> list[int]:
 
 
 def place_normalised(hunk: Hunk, lines: list[str], scopes, confirmed, top_level: bool = False,
-                     unshown: list[str] = (), in_scope=lambda line: True):
+                     unshown: list[str] = (), in_scope=lambda line: True, unconfirmed: list[int] = ()):
     """Steps 2 and 3: normalised lines, then trimmed context with the scope
     confirmed (the hunk's def/class, git's header, or the module's top level).
     `unshown`: filled by `confirmed` with the defs it refused a trimmed place in;
-    `in_scope(line index)`: the line lies in the scope the diff names."""
+    `in_scope(line index)`: the line lies in the scope the diff names; `unconfirmed`: where its old lines
+    stand exactly but their scope was not read (a C/C++ `#else` branch): no trimmed place elsewhere."""
     norm = scopes.norm
     rows = [(i, k, norm(t)) for i, (k, t) in enumerate(hunk.lines) if norm(t)]
     targets = [(i, norm(t)) for i, t in enumerate(lines) if norm(t)]
@@ -1047,6 +1060,11 @@ def place_normalised(hunk: Hunk, lines: list[str], scopes, confirmed, top_level:
                 matched = targets[p:p + len(core_old)]
                 apart = [q for q, old, _, _ in tried if isinstance(q, int) and not overlapping(
                     matched, targets[q:q + len(old)])]
+                if trim and unconfirmed and not any(overlapping(matched, [(u, ""), (u + len(hunk.old) - 1, "")])
+                                                    for u in unconfirmed):
+                    raise TransformFailed(f"{hunk.label}: its lines stand whole at line {unconfirmed[0] + 1}, where "
+                                          "their scope cannot be read (a preprocessor branch?), and trimmed at line "
+                                          f"{matched[0][0] + 1}; refusing to guess")
                 if apart:  # its lines above fit one place, those below another: which, the text cannot tell
                     q = apart[0]
                     raise TransformFailed(f"{hunk.label}: its context trimmed at one end fits line "
