@@ -636,20 +636,21 @@ class Headers:
         same block, and that block in the same block, up to the top level (a method of the same class, not
         of another class with a method of the same text)."""
         width = indent_width(next((text for _, text in rows if text.strip()), ""))
+        outer = False
         while width > 0:
-            headers = self.headers(here, at, spot, width)
+            headers = self.headers(here, at, spot, width, outer)
             if headers is None:
                 return False
             at, spot = headers
             if at is None:
                 return True
-            width = indent_width(self.lines[0][at])
+            width, outer = indent_width(self.lines[0][at]), True
         return True
 
-    def headers(self, here: dict[int, int], at: int, spot: int, width: int) -> tuple | None:
+    def headers(self, here: dict[int, int], at: int, spot: int, width: int, outer: bool = False) -> tuple | None:
         """The first lines of the headers of the blocks that hold a line of indentation `width` at pre-image
         line `at` and target line `spot` ((None, None) at the top level), where they head one block; else
-        None."""
+        None. `outer`: the blocks around the change's own (judge())."""
         mine, theirs = (less_indented(lines, line, width) for lines, line in zip(self.lines, (at, spot)))
         if mine is not None and theirs is not None and here.get(mine) == theirs:
             first, other = statement_start(self.lines[0], mine), statement_start(self.lines[1], theirs)
@@ -658,15 +659,15 @@ class Headers:
         if self.reads is None:
             units = [self.syntax.units(lines) for lines in self.lines]
             if None in units:  # not read as statements: only the same line heads both blocks
-                return (mine, theirs) if self.judge(here, mine, theirs, None) else None
+                return (mine, theirs) if self.judge(here, mine, theirs, None, outer) else None
             self.reads = [Read(lines, u, self.syntax) for lines, u in zip(self.lines, units)]
         pre, target = self.reads
         mine, theirs = header_unit(pre, at, width), header_unit(target, spot, width)
         units = None if mine is None or theirs is None else (mine, theirs)
         lines = (None if mine is None else pre.units[mine].start, None if theirs is None else target.units[theirs].start)
-        return lines if self.judge(here, *lines, units) else None
+        return lines if self.judge(here, *lines, units, outer) else None
 
-    def judge(self, here: dict, mine: int | None, theirs: int | None, units: tuple | None) -> bool:
+    def judge(self, here: dict, mine: int | None, theirs: int | None, units: tuple | None, outer: bool = False) -> bool:
         """Header lines `mine` (pre-image) and `theirs` (target), None at the top level, head one block;
         `units`: their units, where the texts were read as units (else only the same line heads both)."""
         pre, target = self.lines
@@ -679,10 +680,14 @@ class Headers:
             return False
         if self.taken is None:
             self.taken = set(here.values())
-        paired = here.get(mine) == theirs  # (a header over lines: its first line)
-        if paired and (not units or self.reads[0].units[units[0]].key == self.reads[1].units[units[1]].key):
+        paired = here.get(mine) == theirs  # (a header over lines: its first line, where it names the block)
+        if paired and (not units or self.reads[0].units[units[0]].key == self.reads[1].units[units[1]].key
+                       or self.reads[0].kind_of(units[0])[0][1] in re.findall(r"\w+", pre[mine])):
             return True
-        if units and (paired or mine not in here and theirs not in self.taken) and \
+        # (around the change's own block, a def the pre-image has and the release lacks may be the release's
+        # def that still holds its lines: `_iter` split out of `__iter__` in main, the release's `__iter__`)
+        if units and (paired or mine not in here and (theirs not in self.taken or outer and absent_name(
+                self.reads[0], units[0], self.reads[1]))) and \
                 same_kind(self.reads[0], units[0], self.reads[1], units[1]):
             return True
         twin = None if not units or mine in here else twin_of(self.reads[0], units[0], self.reads[1], units[1])
@@ -695,6 +700,12 @@ class Headers:
         return False
 
 
+def absent_name(pre: Read, mine: int, target: Read) -> bool:
+    """Pre-image unit `mine` opens a def or class of a name the target has nowhere."""
+    kind = pre.kind_of(mine)[0]
+    return kind[0] in RENAMED and bool(kind[1]) and not any(k and k[1] == kind[1] for k in target.counts)
+
+
 def same_kind(pre: Read, mine: int, target: Read, theirs: int) -> bool:
     """Pre-image unit `mine` and target unit `theirs` open the same block: the same kind, one block of
     its name in each file where it has a name (two overloads of `Put`, a property's getter and setter, are
@@ -702,8 +713,8 @@ def same_kind(pre: Read, mine: int, target: Read, theirs: int) -> bool:
     lines not yet moved out of the def that holds them here: `_activation_checkpointing_enable`'s lines in
     the release's `gradient_checkpointing_enable`) whose lines stand here in a def of the same sort."""
     (kind, count), (other, other_count) = pre.kind_of(mine), target.kind_of(theirs)
-    if moved_header(pre, mine, target, theirs):
-        return False
+    if kind[0] not in RENAMED and moved_header(pre, mine, target, theirs):
+        return False  # (a def or class is told by its name: `def __iter__` stands in both files beside `_iter`)
     if kind == other:
         return not kind[1] or kind[0] == "statement" or count == other_count == 1
     return kind[0] == other[0] and kind[0] in RENAMED and bool(kind[1]) and bool(other[1]) and \
