@@ -347,3 +347,38 @@ def test_with_the_pre_image_only_one_line_imports_are_placed_by_their_text(relea
         assert "differ here from its pre-image" in str(err)  # (the evidence, after the ladder's own reason)
         return
     assert done.source == right and done.evidence.endswith("its one-line imports by their text")
+
+
+SPLIT = ("class Mapped:\n    def __iter__(self):\n        yield from self._iter()\n\n    def _iter(self):\n"
+         "        for key, batch in self.source:\n            out = self.fn(batch)\n            yield key, out\n")
+UNSPLIT = ("class Mapped:\n    def __iter__(self):\n        for key, batch in self.source:\n            out = self.fn(batch)\n"
+           "            yield key, out\n")
+TWO = ("class Eager:\n    def step(self, batch):\n        out = self.fn(batch)\n        return out\n\n\n"
+       "class Lazy:\n    def step(self, batch):\n        out = self.fn(batch)\n        return out\n")
+CHAIN_CASES = {  # name: (pre-image, the diff's (old, new), release, placed)
+    "a loop main split out of __iter__ into _iter, still in the release's __iter__": (
+        SPLIT, ("            out = self.fn(batch)\n", "            out = self.fn(batch, key)\n"), UNSPLIT, True),
+    "a method of one of two classes of one text the release swapped": (
+        TWO, ("class Eager:\n    def step(self, batch):\n        out = self.fn(batch)\n",
+              "class Eager:\n    def step(self, batch):\n        out = self.fn(batch).detach()\n"),
+        "\n\n\n".join(reversed(TWO.rstrip("\n").split("\n\n\n"))) + "\n", False),
+}
+
+
+@pytest.mark.parametrize("case", CHAIN_CASES)
+def test_every_header_around_a_change_is_judged_by_the_alignment(case):
+    """The blocks around a change are judged up to the top level: a method of the other class of one text is
+    not the method (the class header the alignment paired line for line is another class's); a def the
+    release lacks around the change's own block may be the release's def still holding its lines (main split
+    `_iter` out of `__iter__`: the release's `__iter__` is where the change goes)."""
+    from fixmono.engines.structure import PYTHON, Headers
+
+    pre, (old, new), release, placed = CHAIN_CASES[case]
+    lines, theirs = pre.splitlines(True), release.splitlines(True)
+    found = three_way.placements(lines, theirs, hunks_between(pre, pre.replace(old, new), "m.py"),
+                                 Headers(lines, theirs, PYTHON))
+    if placed:
+        (start, stop, replacement, _, _), = found
+        assert "".join(theirs[:start] + replacement + theirs[stop:]) == release.replace(old, new)
+    else:
+        assert found is None or isinstance(found, three_way.Conflict)
