@@ -714,7 +714,7 @@ def same_kind(pre: Read, mine: int, target: Read, theirs: int) -> bool:
     the release's `gradient_checkpointing_enable`) whose lines stand here in a def of the same sort."""
     (kind, count), (other, other_count) = pre.kind_of(mine), target.kind_of(theirs)
     if kind[0] not in RENAMED and moved_header(pre, mine, target, theirs):
-        return False  # (a def or class is told by its name: `def __iter__` stands in both files beside `_iter`)
+        return False
     if kind == other:
         return not kind[1] or kind[0] == "statement" or count == other_count == 1
     return kind[0] == other[0] and kind[0] in RENAMED and bool(kind[1]) and bool(other[1]) and \
@@ -724,7 +724,9 @@ def same_kind(pre: Read, mine: int, target: Read, theirs: int) -> bool:
 def moved_header(pre: Read, mine: int, target: Read, theirs: int) -> bool:
     """The pre-image's header statement stands elsewhere in the target, or the target's elsewhere in the
     pre-image (`elif` and `if` alike): two blocks the release swapped or reordered (`if mode == "loss"`
-    where the pre-image has `if mode == "predict"`, which is the target's `elif`), not one header changed."""
+    where the pre-image has `if mode == "predict"`, which is the target's `elif`), not one header changed.
+    For branches and statements (a def or class is told by its name, and `def __iter__` may stand in both
+    files beside the pre-image's `_iter`)."""
     keys = [three_way_key(read.units[n].key) for read, n in ((pre, mine), (target, theirs))]
     return keys[0] != keys[1] and (keys[0] in target.header_keys or keys[1] in pre.header_keys)
 

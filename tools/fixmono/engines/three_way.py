@@ -188,13 +188,14 @@ SMALL_BLOCK = 20  # lines above a change within which its block's header is look
 def crossed(at: int, removed: int, width: int, here: dict[int, int], pre: list[str], target: list[str],
             moved: set[str]) -> bool:
     """From the header of the block the change at pre-image lines [at, at + removed) is in (its lines of
-    indentation `width`; where it is at most SMALL_BLOCK lines above), or the nearest aligned line above it
-    where that is nearer the top, down to the nearest aligned line below it, a line that differs from its target line
-    (by its place from the aligned line above it) where one of the two stands elsewhere on the other side
-    (moved): the change's place is taken line for line across a move (a method's header where the release
-    swapped two methods of one body; a branch's lines where it swapped two branches), no place."""
+    indentation `width`; where it is at most SMALL_BLOCK lines above: a whole class holds moved lines of
+    no concern), or the nearest aligned line above it where that is nearer, down to the nearest aligned
+    line below it, a line that differs from its target line (by its place from the aligned line above it)
+    where one of the two stands elsewhere on the other side (moved): the change's place is taken line for
+    line across a move (a method's header where the release swapped two methods of one body; a branch's
+    lines where it swapped two branches), no place."""
     top = next((n for n in range(at - 1, max(at - SMALL_BLOCK, 0) - 1, -1)
-                if pre[n].strip() and indentation(pre[n]) < width), at)  # (a class's head says little here)
+                if pre[n].strip() and indentation(pre[n]) < width), at)
     top = min(top, next((i for i in range(at - 1, -1, -1) if i in here), -1) + 1)
     below = next((i for i in range(at + removed, len(pre)) if i in here), len(pre))
     above = next((i for i in range(top - 1, -1, -1) if i in here), -1)
