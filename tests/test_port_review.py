@@ -193,6 +193,53 @@ LAUNCH = ('#include "ops.h"\n\n#ifdef USE_CUDA\nint Launch(Tensor& t) {\n  int n
 CHECK_CPU = ("  Check(n);\n  RunCpu", "  Check(n > 0);\n  RunCpu")
 LAUNCH_RELEASE = LAUNCH.replace("  RunCuda(t, n);\n", "  RunCuda(t, n, stream);\n")
 
+BLOCK = ("import torch\nfrom torch import nn\n\n\nclass Block(nn.Module):\n    def forward(self, x, training):\n"
+         "        if training:\n            x = self.dropout(x)\n            for layer in self.layers:\n"
+         "                x = layer(x)\n                x = self.norm(x)\n        else:\n            x = x.detach()\n"
+         "            for layer in self.layers:\n                x = layer(x)\n                x = self.norm(x)\n"
+         "        return x\n")
+BLOCK_INVERTED = BLOCK.replace("        if training:\n            x = self.dropout(x)\n", "        if not training:\n"
+                               "            x = x.detach()\n").replace("        else:\n            x = x.detach()\n",
+                                                                       "        else:\n            x = self.dropout(x)\n")
+USE_CACHE = ("            x = x.detach()\n            for layer in self.layers:\n                x = layer(x)\n",
+             "            x = x.detach()\n            for layer in self.layers:\n                x = layer(x, use_cache=True)\n")
+MAIN = "import os\nimport sys\n\n\ndef main():\n    return os.getcwd()\n"
+GATE = ("import torch\nfrom torch import nn\n\n\nclass Layer(nn.Module):\n    def forward(self, x, mask=None):\n"
+        "        h = self.norm(x)\n        h = self.attn(h, mask)\n        return x + h\n")
+FIELDS = ("from dataclasses import dataclass\n\n\n@dataclass\nclass AttentionConfig:\n    hidden_size: int = 768\n"
+          "    dropout: float = 0.1\n    num_layers: int = 12\n    num_heads: int = 12\n")
+FIELDS_MOVED = FIELDS.replace("    dropout: float = 0.1\n", "") + "    dropout: float = 0.1\n"
+SIBLING_FIXED = ("import torch\nfrom torch import nn\n\n\nclass Attention(nn.Module):\n    def forward(self, q, k, v):\n"
+                 "        n = q.shape[1]\n        q = self.q_proj(q).view(n, self.heads, -1)\n        q = q.transpose(0, 1)\n"
+                 "        out = self.attend(q, k, v)\n        return self.o_proj(out)\n\n"
+                 "    def forward_cached(self, q, k, v, cache):\n        k, v = cache.update(k, v)\n        n = q.shape[1]\n"
+                 "        q = self.q_proj(q).view(n, self.heads, -1)\n        q = q.transpose(0, 1)\n        q = q.contiguous()\n"
+                 "        out = self.attend(q, k, v)\n        return self.o_proj(out)\n\n"
+                 "    def extra_repr(self):\n        return f\"heads={self.heads}\"\n")
+CONTIGUOUS = ("        q = q.transpose(0, 1)\n        out = self.attend(q, k, v)\n",
+              "        q = q.transpose(0, 1)\n        q = q.contiguous()\n        out = self.attend(q, k, v)\n")
+PREPARE = ('import torch\n\n\ndef prepare(cfg, x):\n    if (\n        cfg.attn_implementation == "sdpa"\n'
+           '        and cfg.dropout == 0\n    ):\n        x = x.contiguous()\n        return x\n    elif (\n'
+           '        cfg.attn_implementation == "flash_attention_2"\n        and cfg.dropout == 0\n    ):\n'
+           '        x = x.contiguous()\n        return x\n    return None\n')
+PREPARE_SWAPPED = PREPARE.replace('"sdpa"', '"x"').replace('"flash_attention_2"', '"sdpa"').replace('"x"', '"flash_attention_2"')
+HALF = ('        cfg.attn_implementation == "flash_attention_2"\n        and cfg.dropout == 0\n    ):\n'
+        '        x = x.contiguous()\n', '        cfg.attn_implementation == "flash_attention_2"\n        and cfg.dropout == 0\n'
+        '    ):\n        x = x.contiguous().half()\n')
+
+
+def documented(name: str, body: str, config: str = "ModelConfig") -> str:
+    return (f"    @add_start_docstrings(\n        START_DOCSTRING,\n        config_class={config},\n    )\n"
+            f"    def {name}(self, x):\n        {body}\n        return x\n")
+
+
+DOCUMENTED_HEAD = ("from torch import nn\n\nfrom .configuration import GenerationConfig, ModelConfig\n"
+                   "from .utils import START_DOCSTRING, add_start_docstrings\n\n\nclass Model(nn.Module):\n")
+DOCUMENTED = DOCUMENTED_HEAD + documented("forward", "x = self.a(x)") + "\n" + documented("generate", "x = self.b(x)")
+DOCUMENTED_SWAPPED = DOCUMENTED_HEAD + documented("generate", "x = self.b(x)") + "\n" + documented("forward", "x = self.a(x)")
+GENERATION = ("        config_class=ModelConfig,\n    )\n    def generate", "        config_class=GenerationConfig,\n    )\n"
+              "    def generate")
+
 # name: (path, pre-image, post-image, release, right with the pre-image, right from the hunks alone), the diff as
 # `git diff` writes it (git's section headers: the hunk ladder trims context under them)
 GIT_CASES = {
@@ -220,6 +267,31 @@ GIT_CASES = {
         "l.cpp", LAUNCH, LAUNCH.replace(*CHECK_CPU), LAUNCH_RELEASE, LAUNCH_RELEASE.replace(*CHECK_CPU), REFUSED),
     "an edit of a function's #else version onto the pre-image itself": (
         "l.cpp", LAUNCH, LAUNCH.replace(*CHECK_CPU), LAUNCH, LAUNCH.replace(*CHECK_CPU), REFUSED),
+    # a third review (session 9, on the mended engine)
+    "an edit in an else branch of an if the release inverted": (
+        "b.py", BLOCK, BLOCK.replace(*USE_CACHE), BLOCK_INVERTED, REFUSED, REFUSED),
+    "an import added at line 1 where the release put a shebang": (
+        "m.py", MAIN, "import math\n" + MAIN, "#!/usr/bin/env python\n" + MAIN,
+        "#!/usr/bin/env python\nimport math\n" + MAIN, "#!/usr/bin/env python\nimport math\n" + MAIN),
+    "a keyword argument of a name the release renamed": (
+        "g.py", GATE, GATE.replace("        h = self.attn(h, mask)\n", "        h = self.attn(h, mask)\n"
+                                   "        h = self.gate(h, mask=mask)\n"),
+        GATE.replace("mask", "attention_mask"), GATE.replace("mask", "attention_mask").replace(
+            "        h = self.attn(h, attention_mask)\n", "        h = self.attn(h, attention_mask)\n"
+            "        h = self.gate(h, mask=attention_mask)\n"), REFUSED),
+    "a dataclass field added below one the release moved": (
+        "f.py", FIELDS, FIELDS.replace("    dropout: float = 0.1\n", "    dropout: float = 0.1\n    attn_dropout: float = 0.0\n"),
+        FIELDS_MOVED, REFUSED, REFUSED),
+    "lines a sibling method has already, added to the method that lacks them": (
+        "q.py", SIBLING_FIXED, SIBLING_FIXED.replace(*CONTIGUOUS, 1),
+        SIBLING_FIXED.replace("class Attention(nn.Module):\n", "class Attention(nn.Module):\n    scale = 1.0\n\n"),
+        SIBLING_FIXED.replace("class Attention(nn.Module):\n", "class Attention(nn.Module):\n    scale = 1.0\n\n").replace(
+            *CONTIGUOUS, 1), REFUSED),
+    "two elif branches with tests over lines swapped": (
+        "p.py", PREPARE, PREPARE.replace(*HALF), PREPARE_SWAPPED, REFUSED, REFUSED),
+    "a decorator over lines of one of two methods the release swapped": (
+        "d.py", DOCUMENTED, DOCUMENTED.replace(*GENERATION), DOCUMENTED_SWAPPED, DOCUMENTED_SWAPPED.replace(*GENERATION),
+        DOCUMENTED_SWAPPED.replace(*GENERATION)),
     "a method appended to a class the release gave a new neighbour": (
         "l.py", LLAMA, LLAMA.replace(*EXTRA_REPR), LLAMA_NORM, LLAMA_NORM.replace(*EXTRA_REPR), REFUSED),
 }

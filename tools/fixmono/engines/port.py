@@ -900,9 +900,10 @@ def choose(hunk: Hunk, found_old: list[int], found_new: list[int], expected: int
     if expected_new is not None and expected_new in found_new and not pure_addition:
         return "present"  # its post-image exactly at the line it names there, its old lines not: applied
     inside = [p for p in found_old if any(q <= p and p + sizes[0] <= q + sizes[1] for q in found_new)] if sizes else []
-    # its old lines inside its new ones: applied there, unless an added line reads like its neighbours or
-    # the old lines also stand somewhere without the addition (which of the two places is meant?)
-    if pure_addition and inside and (like_its_neighbours(hunk) or len(inside) < len(found_old)):
+    # its old lines inside its new ones: applied there, unless an added line reads like its neighbours; the
+    # old lines also standing somewhere without the addition: which of the two places is meant? (a sibling
+    # def made the same fix: `forward_cached` has the lines the diff adds to `forward`)
+    if pure_addition and found_new and (inside and like_its_neighbours(hunk) or len(inside) < len(found_old)):
         if like_its_neighbours(hunk):
             raise TransformFailed(f"{hunk.label}: the lines it adds are like the lines around them, so the file looks "
                                   "the same with and without it, and the line it names has moved: cannot tell "
@@ -993,6 +994,7 @@ def place_normalised(hunk: Hunk, lines: list[str], scopes, confirmed, top_level:
     olds = [(i, k, t) for i, k, t in rows if k != "+"]
     news = [(i, k, t) for i, k, t in rows if k != "-"]
     stream = Tokens(lines, norm)
+    in_its_scope = {t for i, t in targets if in_scope(i)}
     # the context line heading the changed lines' block is not dropped where the block's name alone does not
     # tell it (a C/C++ function: its overloads; a property's setter, a typing.overload): without it a change
     # of a setter fits the getter, one of an overload another overload
@@ -1033,7 +1035,7 @@ def place_normalised(hunk: Hunk, lines: list[str], scopes, confirmed, top_level:
         if not reaches_the_change(hunk, core_old, norm):
             return None
         keep = {i for i, _, _ in core_old}
-        if trim and not anchored_in_its_block(hunk, keep, norm):
+        if trim and not anchored_in_its_block(hunk, keep, norm, in_its_scope):
             return None
         core_new = [r for r in news if r[1] == "+" or r[0] in keep]
         at_old = [p for p in seq(core_old, targets, hunk, lines)
@@ -1183,11 +1185,14 @@ def overlapping(one: list, other: list) -> bool:
     return bool(one) and bool(other) and one[0][0] <= other[-1][0] and other[0][0] <= one[-1][0]
 
 
-def anchored_in_its_block(hunk: Hunk, keep: set[int], norm) -> bool:
+def anchored_in_its_block(hunk: Hunk, keep: set[int], norm, here: set[str]) -> bool:
     """Each run of lines the hunk only adds keeps, in `keep` (the context rows not trimmed), the code line
     right above it, or else the one right below it where that is indented as much as the added lines: a
     line indented less follows their block and tells not where in it (`else:` below a line added after
-    `x = x.contiguous()`, which the release moved out of the branch: the line would go before it)."""
+    `x = x.contiguous()`, which the release moved out of the branch: the line would go before it). And a
+    line above it that was trimmed stands nowhere else here (`here`: the normalised lines of the scope the
+    diff names): where the release moved it (a dataclass field the diff adds below `dropout`, now the last
+    field), the added lines go with it or nowhere."""
     rows = hunk.lines
     for i, (kind, text) in enumerate(rows):
         if kind != "+" or i and rows[i - 1][0] == "+" or not text.strip():
@@ -1199,6 +1204,8 @@ def anchored_in_its_block(hunk: Hunk, keep: set[int], norm) -> bool:
         below = next((j for j in range(end, len(rows)) if norm(rows[j][1])), None)
         if above is None or above in keep:
             continue
+        if norm(rows[above][1]) in here and not trivial(norm(rows[above][1])):
+            return False
         width = three_way.indentation(text)
         if below is None or below not in keep or three_way.indentation(rows[below][1]) < width:
             return False

@@ -33,7 +33,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from difflib import SequenceMatcher
 
-from fixmono.engines.three_way import Conflict, indentation as indent_width, moved_key as three_way_key, repeats_changed
+from fixmono.engines.three_way import Conflict, indentation as indent_width, moved_key as three_way_key, \
+    repeats_changed, statement_start
 from fixmono.engines.trees import parse
 from fixmono.model.patchfile import Hunk, ending, lines_of
 
@@ -515,6 +516,8 @@ def insertion(change: Change, above, below, pre: Read, target: Read, partner: di
     t_before = target.units[partner[below]].start if below is not None else len(target.lines)
     if t_after > t_before:
         return None
+    if above is None and change.pre[0] == before:
+        return t_before  # (at the file's start: below a shebang, coding or license lines the release put there)
     if change.pre[0] == after:
         return t_after
     if change.pre[0] == before and all(not line.strip() for line in target.lines[t_after:t_before]):
@@ -759,20 +762,6 @@ def less_indented(lines: list[str], at: int, width: int) -> int | None:
         if text and not text.startswith(("#", "//", "/*", "*")) and \
                 indent_width(lines[n]) < width:
             return n
-    return None
-
-
-def statement_start(lines: list[str], n: int) -> int | None:
-    """The first line of the statement line `n` ends (`def f(` above `) -> None:`; the header above a lone
-    `{`), by its brackets, as far as 50 lines up; None where that does not tell."""
-    depth = 0
-    for m in range(n, max(n - 50, -1), -1):
-        text = re.sub(r"(#|//).*", "", re.sub(r"'[^']*'|\"[^\"]*\"", "", lines[m])).strip()
-        if m == n and text == "{":
-            continue  # (Allman: the header is above its brace)
-        depth += sum(text.count(c) for c in ")]}") - sum(text.count(c) for c in "([{")
-        if depth <= 0 and text:
-            return m
     return None
 
 

@@ -182,22 +182,73 @@ def moved_key(line: str) -> str:
 ELSE_IF = re.compile(r"^(?:\}\s*)?(?:elif|else\s+if)\b")
 
 
-SMALL_BLOCK = 20  # lines above a change within which its block's header is looked for
+def statement_start(lines: list[str], n: int) -> int | None:
+    """The first line of the statement line `n` ends (`def f(` above `) -> None:`; the header above a lone
+    `{`), by its brackets, as far as 50 lines up; None where that does not tell."""
+    depth = 0
+    for m in range(n, max(n - 50, -1), -1):
+        text = re.sub(r"(#|//).*", "", re.sub(r"'[^']*'|\"[^\"]*\"", "", lines[m])).strip()
+        if m == n and text == "{":
+            continue  # (Allman: the header is above its brace)
+        depth += sum(text.count(c) for c in ")]}") - sum(text.count(c) for c in "([{")
+        if depth <= 0 and text:
+            return m
+    return None
+
+
+SMALL_BLOCK = 40  # lines above a change within which the headers of its blocks are looked for
+CLAUSE = re.compile(r"\s*(?:\}\s*)?(?:elif|else|except|finally|catch)\b")  # a compound statement's later clause
+
+
+def enclosing_blocks(lines: list[str], at: int, width: int) -> int:
+    """The first line of the outermost block around line `at` (of indentation `width`) inside its def or
+    class, within SMALL_BLOCK lines above it: each header from its first line (`elif (` above `):`), a later
+    clause from its compound's head (`if` above `else:`); `at` where there is none."""
+    top = at
+    while True:
+        header = next((n for n in range(top - 1, max(at - SMALL_BLOCK, 0) - 1, -1)
+                       if lines[n].strip() and indentation(lines[n]) < width), None)
+        if header is None:
+            return top
+        header = statement_start(lines, header) or header
+        if defines_a_function(lines[header]) or re.match(r"\s*(class|struct|namespace|@)\b", lines[header]):
+            return top
+        while CLAUSE.match(lines[header]):
+            head = next((n for n in range(header - 1, max(at - SMALL_BLOCK, 0) - 1, -1) if lines[n].strip()
+                         and indentation(lines[n]) <= indentation(lines[header])), None)
+            if head is None or indentation(lines[head]) < indentation(lines[header]):
+                break
+            header = statement_start(lines, head) or head
+        top, width = header, indentation(lines[header])
+
+
+def decorated(lines: list[str], at: int, width: int) -> int:
+    """The def line below the decorator that line `at` (of indentation `width`) is in or is, within
+    SMALL_BLOCK lines; -1 where it is in none."""
+    if 0 <= at < len(lines) and lines[at].lstrip().startswith("@"):
+        head = at
+    else:
+        head = next((n for n in range(min(at, len(lines)) - 1, max(at - SMALL_BLOCK, 0) - 1, -1)
+                     if lines[n].strip() and indentation(lines[n]) < width), None)
+    if head is None or not lines[head].lstrip().startswith("@"):
+        return -1
+    return next((n for n in range(head + 1, min(head + SMALL_BLOCK, len(lines)))
+                 if indentation(lines[n]) == indentation(lines[head]) and defines_a_function(lines[n])), -1)
 
 
 def crossed(at: int, removed: int, width: int, here: dict[int, int], pre: list[str], target: list[str],
             moved: set[str]) -> bool:
-    """From the header of the block the change at pre-image lines [at, at + removed) is in (its lines of
-    indentation `width`; where it is at most SMALL_BLOCK lines above: a whole class holds moved lines of
-    no concern), or the nearest aligned line above it where that is nearer, down to the nearest aligned
-    line below it, a line that differs from its target line (by its place from the aligned line above it)
+    """From the first line of the blocks the change at pre-image lines [at, at + removed) is in, inside its
+    def (enclosing_blocks: its lines of indentation `width`; within SMALL_BLOCK lines above: a whole class
+    holds moved lines of no concern), or the nearest aligned line above it where that is nearer, down to
+    the nearest aligned line below it, a line that differs from its target line (by its place from the aligned line above it)
     where one of the two stands elsewhere on the other side (moved): the change's place is taken line for
     line across a move (a method's header where the release swapped two methods of one body; a branch's
     lines where it swapped two branches), no place."""
-    top = next((n for n in range(at - 1, max(at - SMALL_BLOCK, 0) - 1, -1)
-                if pre[n].strip() and indentation(pre[n]) < width), at)
+    top = enclosing_blocks(pre, at, width)
     top = min(top, next((i for i in range(at - 1, -1, -1) if i in here), -1) + 1)
     below = next((i for i in range(at + removed, len(pre)) if i in here), len(pre))
+    below = max(below, decorated(pre, at, width) + 1)  # (a decorator's lines: down to the def it decorates)
     above = next((i for i in range(top - 1, -1, -1) if i in here), -1)
     for n in range(top, below):
         if n in here:
@@ -346,10 +397,26 @@ def enclosing_def(lines: list[str], at: int, level: int | None = None) -> tuple[
 
 
 def renamed(line: str, rename: dict[str, str]) -> str:
+    """`line` with the names `rename` maps renamed, where they are names: not an attribute (`self.mask`) nor
+    a keyword argument (`gate(h, mask=mask)`: the callee's parameter keeps its name)."""
     if not rename:
         return line
     tokens = TOKEN.findall(line)
-    return "".join(rename.get(t, t) for t in tokens) if "".join(tokens) == line else line
+    if "".join(tokens) != line:
+        return line
+    code = [n for n, t in enumerate(tokens) if not t.isspace()]
+    out, depth = list(tokens), 0
+    for i, n in enumerate(code):
+        token = tokens[n]
+        depth += (token in "([{") - (token in ")]}")
+        if token not in rename:
+            continue
+        before = tokens[code[i - 1]] if i else ""
+        after = [tokens[m] for m in code[i + 1:i + 3]]
+        keyword_argument = depth > 0 and after[:1] == ["="] and after[1:2] != ["="]
+        if before != "." and not keyword_argument:
+            out[n] = rename[token]
+    return "".join(out)
 
 
 def target_span(at: int, removed: int, here: dict[int, int], target_size: int, pre_size: int):
