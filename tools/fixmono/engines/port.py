@@ -1038,10 +1038,10 @@ def place_normalised(hunk: Hunk, lines: list[str], scopes, confirmed, top_level:
         if trim and not anchored_in_its_block(hunk, keep, norm, in_its_scope):
             return None
         core_new = [r for r in news if r[1] == "+" or r[0] in keep]
-        at_old = [p for p in seq(core_old, targets, hunk, lines)
-                  if confirmed(targets[p][0], probe(core_old, targets, p), trim > 0) and headed(targets[p][0], core_old)]
-        at_new = [p for p in seq(core_new, targets, hunk, lines)
-                  if confirmed(targets[p][0], probe(core_new, targets, p), trim > 0) and headed(targets[p][0], core_new)
+        at_old = [p for p in seq(core_old, targets, hunk, lines) if confirmed(
+            targets[p][0], probe(core_old, targets, p), trim > 0) and headed(targets[p][0], core_old)]
+        at_new = [p for p in seq(core_new, targets, hunk, lines) if confirmed(
+            targets[p][0], probe(core_new, targets, p), trim > 0) and headed(targets[p][0], core_new)
                   and at_its_edge(hunk, p, len(core_new), len(targets))
                   and not any(scopes.written(t, 1) for t, _ in targets[p:p + len(core_new)])
                   ] if joins_the_removal(hunk, keep, norm) else []
@@ -1222,7 +1222,7 @@ def telling_header_row(hunk: Hunk, cpp: bool) -> int | None:
     """The row of the hunk's context line that heads the block its first changed line is in (the nearest
     non-blank context line above it indented less), where its name alone does not tell that block: a
     C/C++ function's header (an overload has its name), a def under `@NAME.setter`/`.deleter` or
-    `@overload`, a `case` or `except` label; else None (a Python def made a method keeps its name: its
+    `@overload`, a `case` or `except` label, a branch's header (`elif mode == "score":`); else None (a Python def made a method keeps its name: its
     header may differ)."""
     first = next((i for i, (k, t) in enumerate(hunk.lines) if k != " " and t.strip()), None)
     if first is None:
