@@ -1,12 +1,14 @@
-"""Wrong results two reviews of the port engine found (2026-11-27, sessions 8 and 9, a helper session asked to
-break it), each with its right answer: the text a careful backporter writes, or a refusal. Every case ported with the diff's
-pre-image and from its hunks alone, through DiffTransform as make_patch runs it. Where the hunks alone
-cannot tell (the release changed a line the hunk does not show), only the pre-image case is asserted.
-Not here, not mended: a fix the release has one line away in another form (`self.in_use -= 1` above
-`conn.reset()` where the diff adds it below `self.free.append(conn)`) is added a second time. Two rules
-tried refused shipped release-branch backports: a statement the release has within three lines (9), a
-line the def it goes into has and the pre-image's def lacks (14: release branches carry lines main does
-not, and backports add them at a second place too). Our own small files, shaped like library code."""
+"""Wrong results three reviews of the port engine found (2026-11-27, sessions 8 and 9: helper sessions
+asked to break it), each with its right answer: the text a careful backporter writes, or a refusal. Every
+case ported with the diff's pre-image and from its hunks alone, through DiffTransform as make_patch runs
+it; the GIT_CASES from a `git diff` with section headers, as a repository writes them. Where the hunks
+alone cannot tell (the release changed a line the hunk does not show), only the pre-image case is
+asserted. Not here, not mended: a fix the release has one line away in another form (`self.in_use -= 1`
+above `conn.reset()` where the diff adds it below `self.free.append(conn)`) is added a second time. Two
+rules tried refused shipped release-branch backports: a statement the release has within three lines (9),
+a line the def it goes into has and the pre-image's def lacks (14 in part of a run: release branches
+carry lines main does not, and backports add them at a second place too). Our own small files, shaped
+like library code."""
 from __future__ import annotations
 
 import pytest
