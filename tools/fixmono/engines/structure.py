@@ -757,7 +757,10 @@ RENAMED = {"def", "class", "function", "enum", "struct", "union", "namespace"}  
 def less_indented(lines: list[str], at: int, width: int) -> int | None:
     """The nearest line above `at` indented less than `width` (blank and comment lines, and C/C++
     directives, aside); None at the top level."""
+    pad = " " * width
     for n in range(at - 1, -1, -1):
+        if lines[n].startswith(pad):
+            continue  # (indented as much at least: the common case, cheaply)
         text = lines[n].lstrip()
         if text and not text.startswith(("#", "//", "/*", "*")) and \
                 indent_width(lines[n]) < width:
