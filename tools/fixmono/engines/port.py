@@ -1062,7 +1062,7 @@ def place_normalised(hunk: Hunk, lines: list[str], scopes, confirmed, top_level:
                 matched = targets[p:p + len(core_old)]
                 apart = [q for q, old, _, _ in tried if isinstance(q, int) and not overlapping(
                     matched, targets[q:q + len(old)])]
-                if trim and unconfirmed and not any(overlapping(matched, [(u, ""), (u + len(hunk.old) - 1, "")])
+                if trim and unconfirmed and not any(u <= matched[-1][0] and matched[0][0] < u + len(hunk.old)
                                                     for u in unconfirmed):
                     raise TransformFailed(f"{hunk.label}: its lines stand whole at line {unconfirmed[0] + 1}, where "
                                           "their scope cannot be read (a preprocessor branch?), and trimmed at line "
