@@ -289,3 +289,67 @@ def test_git_apply_3way_finds_the_pre_image_and_leaves_the_mirror_alone(upstream
     assert bench.three_way(gitdir, patch, changed_too).status == "failed"
     assert bench.three_way(gitdir, patch, {"pkg/trainer.py": FIXED}).status == "already-applied"
     assert sorted((str(p), p.stat().st_mtime_ns) for p in Path(gitdir).rglob("*") if p.is_file()) == before
+
+
+def gap_row(engine: str, three_way: str, why: str = "", **others) -> dict:
+    row = {"repo": "r", "main": "0123456789ab", "target": "v1", "paths": ["m.py"], **{t: "failed" for t in bench.ALL}}
+    row.update({bench.ENGINE_PRE: engine, bench.THREE_WAY: three_way, f"{bench.THREE_WAY} why": why, **others})
+    return row
+
+
+def test_the_gap_table_classes_each_attempt_without_a_usable_engine_result_by_gits_merge():
+    """Each older attempt the engine given the pre-image left without a usable text, in the first class
+    that holds it (the fix there, git's merge conflicting, failing otherwise, broken, clean but using what the
+    release lacks, clean and usable); those another tool made usable listed one by one."""
+    conflict = f"{bench.CONFLICTS} m.py"
+    rows = [gap_row("clean", "clean"),  # usable: not in the gap
+            gap_row("already-applied", "already-applied"),
+            gap_row("failed", "failed", conflict), gap_row("not-applicable", "failed", conflict),
+            gap_row("failed", "failed", conflict, **{"patch --fuzz=3": "clean"}),
+            gap_row("failed", "failed", "error: corrupt patch"), gap_row("failed", "broken"),
+            gap_row("failed", "clean", **{f"{bench.THREE_WAY} unusable": "reads self.x"}),
+            gap_row("not-applicable", "clean"), {"missing file": True}]
+    text = bench.gap_table(rows)
+    assert "the 8 of 9 attempts without a usable result" in text
+    for line in ("| the fix is there already (the engine: already-applied) | 1 | 0 / 0 / 0 | 0 |",
+                 "| git's merge conflicts: the release changed the lines the diff edits, or lacks them | 3 | 2 / 1 / 0 | 1 |",
+                 "| git's merge fails otherwise | 1 | 1 / 0 / 0 | 0 |",
+                 "| git's merge is broken (parse, scope or an undefined name) | 1 | 1 / 0 / 0 | 0 |",
+                 "| git's merge is clean, but uses what the release lacks | 1 | 1 / 0 / 0 | 0 |",
+                 "| git's merge is clean and usable | 1 | 0 / 1 / 0 | 1 |"):
+        assert line in text
+    assert "The 2 where another tool's result is usable" in text
+    assert "- r 0123456789 @ v1: patch --fuzz=3; the engine failed" in text
+    assert "- r 0123456789 @ v1: git apply --3way; the engine not-applicable" in text
+
+
+def test_a_conflict_of_formatting_only_merges_once_normalised(tmp_path):
+    """git's merge of the release, the pre-image and the post-image, each normalised by ast.unparse: a
+    release that reflowed the call the diff edits merges (formatting only); one that changed its argument
+    does not."""
+    call = "def f(x):\n    return g(x, 1)\n"
+    repo = tmp_path / "r"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "config", "user.email", "t@example.com")
+    git(repo, "config", "user.name", "T")
+    for text, tag in ((call.replace("g(x, 1)", "g(\n        x,\n        1,\n    )"), "reflowed"),
+                      (call.replace("g(x, 1)", "g(x, 2)"), "changed"), (call, None),
+                      (call.replace("g(x, 1)", "g(x, 1, strict=True)"), None)):
+        (repo / "m.py").write_text(text)
+        git(repo, "add", "m.py")
+        git(repo, "commit", "-qm", tag or "main")
+        if tag:
+            git(repo, "tag", tag)
+    main = git(repo, "rev-parse", "HEAD")
+    assert bench.merges_once_normalised(str(repo / ".git"), {"paths": ["m.py"], "target": "reflowed", "main": main})
+    assert not bench.merges_once_normalised(str(repo / ".git"), {"paths": ["m.py"], "target": "changed", "main": main})
+
+
+def test_tables_prints_an_earlier_runs_tables_without_running(upstream, tmp_path, capsys):
+    out = tmp_path / "rows.json"
+    assert bench.main([upstream["gitdir"], "--json", str(out)]) == 0
+    first = capsys.readouterr().out
+    assert bench.main([upstream["gitdir"], "--tables", str(out)]) == 0
+    again = capsys.readouterr().out
+    assert "Older releases: the" in again and again.strip() == first[:first.index("Speed: ")].strip()

@@ -119,6 +119,7 @@ ENGINE = "port engine"
 ENGINE_PRE = "port engine + pre-image"  # given the main commit's parent file, as a checkout holding its blob is
 THREE_WAY = "git apply --3way"  # as in a clone with the objects: it finds the pre-image blobs by the index lines
 ALL = (ENGINE, ENGINE_PRE, *TOOLS, THREE_WAY)
+CONFLICTS = "with conflicts in"  # git apply --3way's refusal where its merge conflicts (git says "with conflicts")
 # a release branch: an optional prefix, a version, optional release-ish suffixes
 RELEASE = re.compile(r"^(?:release[/_-]?v?|r|v)?(\d+)\.(\d+)(?:\.\d+)?(?:\.x|\.X)?"
                      r"(?:[-_.](?:release|post\d*|patch|bis|good)\w*)*$")
@@ -359,7 +360,9 @@ def three_way(gitdir: str, patch: str, files: dict[str, str]) -> Result:
                 raise subprocess.CalledProcessError(proc.returncode, ["git", *args], proc.stdout, proc.stderr)
         proc = run_git(work, "apply", "--3way", input=patch, env=env)
         if proc.returncode:
-            return Result("failed", message=(proc.stdout + proc.stderr).strip()[:300])
+            said = (proc.stdout + proc.stderr).strip()
+            conflicts = [line[2:] for line in said.splitlines() if line.startswith("U ")]
+            return Result("failed", message=f"{CONFLICTS} {', '.join(conflicts)}" if conflicts else said[:300])
         texts = {path: (work / path).read_text() for path in files}
         return Result("already-applied") if texts == files else Result("applied", texts)  # merged: no change
 
@@ -721,6 +724,10 @@ def speed_line(count: int, cpu: dict[str, float]) -> str:
 
 # --- tables --------------------------------------------------------------------------------------
 
+def usable(row: dict, tool: str) -> bool:
+    return row[tool] == "clean" and not row.get(f"{tool} unusable")
+
+
 def release_table(rows: list[dict], title: str) -> str:
     n = len(rows)
     trivial = [r for r in rows if r["trivial"]]
@@ -753,8 +760,8 @@ def older_table(rows: list[dict], title: str) -> str:
            "|---|---|---|---|---|---|---|---|"]
     for tool in ALL:
         c = Counter(r[tool] for r in tried)
-        usable = sum(r[tool] == "clean" and not r.get(f"{tool} unusable") for r in tried)
-        out.append(f"| {tool} | {c['clean']}/{n} ({100 * c['clean'] / max(n, 1):.0f}%) | {usable}/{c['clean']} | "
+        fit = sum(usable(r, tool) for r in tried)
+        out.append(f"| {tool} | {c['clean']}/{n} ({100 * c['clean'] / max(n, 1):.0f}%) | {fit}/{c['clean']} | "
                    f"{c['broken']} | "
                    f"{c['not-applicable']} | {c['failed']} | {c['already-applied']} | "
                    f"{sum(r[tool] == 'clean' for r in present)}/{len(present)} |")
@@ -772,8 +779,70 @@ def evidence_table(rows: list[dict], title: str, outcomes: tuple[str, ...]) -> s
     for name in [*EVIDENCE.values(), NO_EVIDENCE, *sorted(set(found) - {*EVIDENCE.values(), NO_EVIDENCE})]:
         mine = [r for r in rows if r[key] == name]
         c = Counter(r[ENGINE_PRE] for r in mine)
-        c["usable"] = sum(r[ENGINE_PRE] == "clean" and not r.get(f"{ENGINE_PRE} unusable") for r in mine)
+        c["usable"] = sum(usable(r, ENGINE_PRE) for r in mine)
         out.append(f"| {name} | {len(mine)} | " + " | ".join(str(c[o]) for o in outcomes) + " |")
+    return "\n".join(out) + "\n"
+
+
+# why the engine given the pre-image has no usable result, by what git's own three-way merge did on the
+# attempt (`git apply --3way` with the diff's pre-image blob as its base): the first class that holds
+GAP = (("the fix is there already (the engine: already-applied)", lambda r: r[ENGINE_PRE] == "already-applied"),
+       ("git's merge conflicts: the release changed the lines the diff edits, or lacks them",
+        lambda r: r[THREE_WAY] == "failed" and "with conflicts" in (r.get(f"{THREE_WAY} why") or "")),
+       ("git's merge fails otherwise", lambda r: r[THREE_WAY] == "failed"),
+       ("git's merge is broken (parse, scope or an undefined name)", lambda r: r[THREE_WAY] == "broken"),
+       ("git's merge is clean, but uses what the release lacks", lambda r: not usable(r, THREE_WAY)),
+       ("git's merge is clean and usable", lambda r: True))
+
+
+def merges_once_normalised(gitdir: str, row: dict) -> bool:
+    """git's three-way merge of the attempt's Python files (the release, the diff's pre-image and post-image)
+    is clean once each is normalised by `ast.unparse` (formatting and comments gone): the conflict was
+    formatting only, which a port by syntax can resolve; False where a file does not parse."""
+    for path in row["paths"]:
+        texts = [show(gitdir, rev, path) for rev in (row["target"], f"{row['main']}^", row["main"])]
+        try:
+            release, pre, post = (ast.unparse(ast.parse(text)) + "\n" for text in texts)
+        except (SyntaxError, ValueError, TypeError):  # (TypeError: a file one of them lacks)
+            return False
+        with tempfile.TemporaryDirectory() as tmp:
+            names = []
+            for name, text in (("release", release), ("pre", pre), ("post", post)):
+                (Path(tmp) / name).write_text(text)
+                names.append(str(Path(tmp) / name))
+            if run_git(None, "merge-file", "-p", *names).returncode:
+                return False
+    return True
+
+
+def gap_table(rows: list[dict], gitdirs: dict[str, str] | None = None) -> str:
+    """The older attempts without a usable result from the engine given the pre-image, each in the first
+    GAP class that holds it, and every one of them that some tool made usable, listed (case by case).
+    With `gitdirs` ({repo: GITDIR}): also how many of git's conflicts were formatting only."""
+    tried = [r for r in rows if not r.get("missing file")]
+    gap = [r for r in tried if not usable(r, ENGINE_PRE)]
+    others = [t for t in ALL if t != ENGINE_PRE]
+    out = [f"#### Older releases: the {len(gap)} of {len(tried)} attempts without a usable result from "
+           f"`{ENGINE_PRE}`, by what `{THREE_WAY}` (its base the diff's pre-image blob) did\n",
+           "| class | attempts | the engine: failed / not-applicable / clean, not usable | some other tool usable |",
+           "|---|---|---|---|"]
+    listed = []
+    for name, holds in GAP:
+        mine = [r for r in gap if holds(r)]
+        gap = [r for r in gap if not holds(r)]
+        c = Counter(r[ENGINE_PRE] for r in mine)
+        saved = [r for r in mine if any(usable(r, t) for t in others)]
+        listed += saved
+        out.append(f"| {name} | {len(mine)} | {c['failed']} / {c['not-applicable']} / {c['clean']} | {len(saved)} |")
+        if gitdirs and name.startswith("git's merge conflicts"):
+            python = [r for r in mine if all(p.endswith(".py") for p in r["paths"]) and r["repo"] in gitdirs]
+            merged = sum(merges_once_normalised(gitdirs[r["repo"]], r) for r in python)
+            out.append(f"| ... of them, git's merge clean once the three texts are normalised by `ast.unparse` "
+                       f"(formatting and comments only) | {merged} of {len(python)} (Python) | | |")
+    out.append(f"\nThe {len(listed)} where another tool's result is usable (usable is not right: read each):")
+    out += list(dict.fromkeys(  # (an attempt of two release branches with one main commit: once)
+        f"- {r['repo']} {r['main'][:10]} @ {r['target']}: {', '.join(t for t in others if usable(r, t))}; "
+        f"the engine {r[ENGINE_PRE]}: {(r.get(f'{ENGINE_PRE} why') or '')[:160]}" for r in listed))
     return "\n".join(out) + "\n"
 
 
@@ -828,6 +897,29 @@ def rerun(rows_file: str, gitdirs: list[str], tools: list[str]) -> int:
     return 1 if changed else 0
 
 
+def print_tables(release: list[dict], older: list[dict], gitdirs: list[str]) -> None:
+    repos = list(dict.fromkeys(r["repo"] for r in release))
+    print(f"### Upstream backports: {len(release)} pairs in {len(repos)} repositories"
+          + ("" if pyflakes_check else " (pyflakes not importable: no undefined-name check)") + "\n")
+    print("| repository | pairs | by cherry-pick -x | by subject | same patch text |\n|---|---|---|---|---|")
+    for repo in repos:
+        mine = [r for r in release if r["repo"] == repo]
+        print(f"| {repo} | {len(mine)} | {sum(r['how'] == 'cherry-pick -x' for r in mine)} | "
+              f"{sum(r['how'] == 'subject' for r in mine)} | {sum(r['trivial'] for r in mine)} |")
+    print()
+    for repo in repos:
+        print(release_table([r for r in release if r["repo"] == repo], repo))
+    print(release_table(release, "All repositories"))
+    print(evidence_table(release, "Release branches", ("identical", "wrong", "wrong explained", "no")))
+    if older:
+        for repo in repos:
+            print(older_table([r for r in older if r["repo"] == repo], repo))
+        print(older_table(older, "All repositories"))
+        print(evidence_table(older, "Older releases", ("clean", "usable", "broken", "failed", "not-applicable",
+                                                       "already-applied")))
+        print(gap_table(older, {repo_name(g): g for g in gitdirs}))
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("gitdirs", nargs="+", metavar="GITDIR", help="a bare clone of an upstream repository")
@@ -844,9 +936,16 @@ def main(argv: list[str] | None = None) -> int:
                    "attempts with the code here and print what changed (its GITDIRs given as above)")
     p.add_argument("--tool", action="append", choices=[ENGINE, ENGINE_PRE],
                    help="with --rerun: the column(s) to rerun (default both)")
+    p.add_argument("--tables", metavar="ROWS", help="instead: print the tables of an earlier --json file's rows "
+                   "(no port is run; its GITDIRs are read for the formatting-only count of the conflicts)")
     args = p.parse_args(argv)
     if args.rerun:
         return rerun(args.rerun, args.gitdirs, args.tool or [ENGINE_PRE, ENGINE])
+    if args.tables:
+        rows = json.loads(Path(args.tables).read_text())
+        print_tables([r for r in rows if r["setting"] == "release"], [r for r in rows if r["setting"] == "older"],
+                     args.gitdirs)
+        return 0
     if pyflakes_check is None:
         print("note: pyflakes is not importable: the older-release check runs without its undefined-name test",
               file=sys.stderr)
@@ -865,25 +964,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {n}/{len(pairs)} {pair.branch} {pair.main[:10]}: " + ", ".join(f"{t} {row[t]}" for t in ALL)
                   + (f" ({row['engine message'][:120]})" if row["engine message"] else ""), file=sys.stderr, flush=True)
     cpu = speed(inputs)
-    repos = list(dict.fromkeys(r["repo"] for r in release))
-    print(f"### Upstream backports: {len(release)} pairs in {len(repos)} repositories"
-          + ("" if pyflakes_check else " (pyflakes not importable: no undefined-name check)") + "\n")
-    print("| repository | pairs | by cherry-pick -x | by subject | same patch text |\n|---|---|---|---|---|")
-    for repo in repos:
-        mine = [r for r in release if r["repo"] == repo]
-        print(f"| {repo} | {len(mine)} | {sum(r['how'] == 'cherry-pick -x' for r in mine)} | "
-              f"{sum(r['how'] == 'subject' for r in mine)} | {sum(r['trivial'] for r in mine)} |")
-    print()
-    for repo in repos:
-        print(release_table([r for r in release if r["repo"] == repo], repo))
-    print(release_table(release, "All repositories"))
-    print(evidence_table(release, "Release branches", ("identical", "wrong", "wrong explained", "no")))
-    if not args.no_older:
-        for repo in repos:
-            print(older_table([r for r in older if r["repo"] == repo], repo))
-        print(older_table(older, "All repositories"))
-        print(evidence_table(older, "Older releases", ("clean", "usable", "broken", "failed", "not-applicable",
-                                                       "already-applied")))
+    print_tables(release, older, args.gitdirs)
     print(speed_line(len(inputs), cpu))
     disagree = []
     if args.cli > 0:
