@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from fixmono.engines.port import DiffTransform
-from fixmono.model.errors import NotApplicable, TransformFailed
-from fixmono.testing import git_hunks, hunks_between
+from fixmono.testing import git_hunks, ported
 
 REFUSED = None
 SAVE = 'def save(obj, path):\n    data = obj.serialize()\n    fh = open(path, "wb")\n    fh.write(data)\n    return path\n'
@@ -135,14 +133,6 @@ CASES = {
     "the file's last def deleted by the diff, changed by the release": (
         "d.py", LAST, "def keep():\n    return 1\n", LAST.replace("x + 1", "x + 2"), REFUSED, REFUSED),
 }
-
-
-def ported(path: str, pre: str, post: str, release: str, with_pre_image: bool) -> str | None:
-    try:
-        done = DiffTransform(path, hunks_between(pre, post, path)).rewrite(release, pre if with_pre_image else None)
-    except (TransformFailed, NotApplicable):
-        return None
-    return done.source if done.changed else "(already applied)"
 
 
 @pytest.mark.parametrize("with_pre_image", [True, False], ids=["pre-image", "hunks"])
@@ -303,9 +293,4 @@ GIT_CASES = {
 @pytest.mark.parametrize("case", GIT_CASES)
 def test_a_git_diff_onto_a_release_the_review_made_gets_the_right_answer_or_a_refusal(case, with_pre_image):
     path, pre, post, release, right, right_from_hunks = GIT_CASES[case]
-    try:
-        done = DiffTransform(path, git_hunks(pre, post, path)).rewrite(release, pre if with_pre_image else None)
-        got = done.source
-    except (TransformFailed, NotApplicable):
-        got = None
-    assert got == (right if with_pre_image else right_from_hunks)
+    assert ported(path, pre, post, release, with_pre_image, git_hunks) == (right if with_pre_image else right_from_hunks)

@@ -11,7 +11,7 @@ import pytest
 
 from fixmono.engines import three_way
 from fixmono.model.patchfile import parse_patch
-from fixmono.testing import git, hunks_between, make_patch, make_repo
+from fixmono.testing import git, hunks_between, make_patch, make_repo, ported
 from tests.helpers import LOADER_BASE, LOADER_FIX, LOADER_RELEASE
 
 PATH = "torch/utils/loader.py"
@@ -382,3 +382,44 @@ def test_every_header_around_a_change_is_judged_by_the_alignment(case):
         assert "".join(theirs[:start] + replacement + theirs[stop:]) == release.replace(old, new)
     else:
         assert found is None or isinstance(found, three_way.Conflict)
+
+
+INIT = ("class Loader:\n    def __init__(self, path):\n        self.path = path\n        self.size = 0\n"
+        "        self.cache = {}\n        self.hits = 0\n        self.open()\n")
+INIT_RELEASE = INIT.replace("        self.cache = {}\n        self.hits = 0\n", "")  # main added two lines since
+ROWS = "def rows(path, strict):\n    fh = open(path)\n    if strict:\n        check(fh)\n    data = fh.read()\n    return data\n"
+ROWS_RELEASE = ROWS.replace("    if strict:\n        check(fh)\n", "")  # no strict mode in the release
+TWO = "import os\n\n\ndef first():\n    a = 1\n    return a\n\n\ndef second():\n    b = 2\n    return b\n\n\ndef third():\n    return 3\n"
+LACKING_CASES = {  # name: (pre-image, post-image, release, the right answer or None: refused)
+    "the lines below the insertion are new in main": (
+        INIT, INIT.replace("        self.size = 0\n", "        self.size = 0\n        self.mode = 'r'\n"), INIT_RELEASE,
+        INIT_RELEASE.replace("        self.size = 0\n", "        self.size = 0\n        self.mode = 'r'\n")),
+    "the lines above the insertion are new in main": (
+        INIT, INIT.replace("        self.open()\n", "        self.mode = 'r'\n        self.open()\n"), INIT_RELEASE,
+        INIT_RELEASE.replace("        self.open()\n", "        self.mode = 'r'\n        self.open()\n")),
+    "a line after a block the release lacks (its neighbour above is in that block)": (
+        ROWS, ROWS.replace("        check(fh)\n", "        check(fh)\n    fh.seek(0)\n"), ROWS_RELEASE, None),
+    "a line inside the block the release lacks": (
+        ROWS, ROWS.replace("        check(fh)\n", "        check(fh)\n        fh.seek(0)\n"), ROWS_RELEASE, None),
+    "a line in a def the release lacks, after the def above it": (
+        TWO, TWO.replace("    b = 2\n", "    b = 2\n    print(b)\n"), TWO.replace(TWO[TWO.index("def second"):
+                                                                                     TWO.index("def third")], ""), None),
+    "a line that reads what the lines the release lacks set": (
+        ROWS, ROWS.replace("        check(fh)\n", "        check(fh)\n    print(strict_mode)\n").replace(
+            "    if strict:\n", "    strict_mode = strict\n    if strict:\n"), ROWS_RELEASE, None),
+}
+MOVED = INIT_RELEASE.replace("        self.path = path\n", "        self.cache = {}\n        self.path = path\n")
+
+
+@pytest.mark.parametrize("case", LACKING_CASES)
+def test_an_insertion_beside_lines_the_release_lacks_goes_next_to_its_other_neighbour(case):
+    """The release lacks the pre-image's lines on one side of the lines a diff adds (main added them since,
+    or the release deleted them) and has nothing in their stead: the added lines go beside the neighbour
+    it has, where that is the same block; refused where a lacking line stands elsewhere in the release
+    (moved: their order to it is unknown), or the added lines belong in a block the release lacks."""
+    pre, post, release, right = LACKING_CASES[case]
+    assert ported("m.py", pre, post, release, with_pre_image=True) == right
+    if case.startswith("the lines"):
+        assert three_way.placements(pre.splitlines(True), release.splitlines(True), hunks_between(pre, post))
+        # a line it lacks moved elsewhere: the alignment places nothing (the hunks judge it)
+        assert three_way.placements(pre.splitlines(True), MOVED.splitlines(True), hunks_between(pre, post)) is None

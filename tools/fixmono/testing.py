@@ -540,6 +540,20 @@ def git_hunks(pre: str, post: str, path: str = "m.py") -> tuple:
     return parse_patch(diff, "fix.patch").files[0].hunks
 
 
+def ported(path: str, pre: str, post: str, release: str, with_pre_image: bool, diff=hunks_between) -> str | None:
+    """The diff pre -> post (its hunks by `diff`: difflib's, or git_hunks) ported onto `release` as make_patch
+    runs the engine (given the pre-image, or from the hunks alone): the text, "(already applied)", or None
+    where it refuses."""
+    from fixmono.engines.port import DiffTransform
+    from fixmono.model.errors import NotApplicable, TransformFailed
+
+    try:
+        done = DiffTransform(path, diff(pre, post, path)).rewrite(release, pre if with_pre_image else None)
+    except (TransformFailed, NotApplicable):
+        return None
+    return done.source if done.changed else "(already applied)"
+
+
 def ported_by_syntax(pre: str, post: str, target: str, syntax=None) -> str | None:
     """The diff pre -> post placed on `target` by the syntax step alone (engines/structure.py; `syntax`: its
     language, Python by default), or None where it places nothing or refuses (a Conflict)."""

@@ -278,6 +278,8 @@ def placement(hunk: Hunk, here: dict[int, int], pre: list[str], target: list[str
         removed = sum(k == "-" for k, _ in rows[i:j])
         added = [t for k, t in rows[i:j] if k == "+"]
         spot = target_span(at, removed, here, len(target), len(pre))
+        if spot is None and not removed:
+            spot = beside_lines_it_lacks(at, here, pre, target)
         if spot is not None and not removed and not beside_its_neighbours(at, spot[0], here, pre, target, added):
             return None
         if spot is None:
@@ -432,6 +434,23 @@ def target_span(at: int, removed: int, here: dict[int, int], target_size: int, p
     if any(here.get(at + n) != start + n for n in range(removed)):
         return None
     return (start, stop) if below_t - stop == below - (at + removed) else None
+
+
+def beside_lines_it_lacks(at: int, here: dict[int, int], pre: list[str], target: list[str]):
+    """Where lines added before pre-image line `at` go when the target lacks the pre-image's lines on one
+    side of them, and nothing stands in their stead: one neighbour unchanged beside them, the next line the
+    target has on the other side right after it (the release deleted the lines between, or never had them:
+    `self._starting_state_dict = None` added in main after the line the diff's line follows). None where
+    a line it lacks stands elsewhere in the target (moved: the added lines' order to it is unknown)."""
+    above = next((i for i in range(at - 1, -1, -1) if i in here), -1)
+    below = next((i for i in range(at, len(pre)) if i in here), len(pre))
+    above_t, below_t = here.get(above, -1), here.get(below, len(target))
+    if below_t != above_t + 1 or (above != at - 1) == (below != at):
+        return None  # lines of the target between, or it lacks lines on both sides (or on neither)
+    elsewhere = {line.strip() for line in target}
+    if any(pre[n].strip() and pre[n].strip() in elsewhere for n in range(above + 1, below)):
+        return None
+    return above_t + 1, above_t + 1
 
 
 def in_place(at: int, removed: int, here: dict[int, int], target_size: int, pre_size: int):
