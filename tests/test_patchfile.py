@@ -187,6 +187,26 @@ def test_an_added_and_a_deleted_file_are_placed_by_their_presence(tmp_path):
     assert edited.status is Status.FAILED and "refusing to delete" in edited.detail
 
 
+@pytest.mark.parametrize("before, after", [("x = 1\n", ""), ("", "x = 1\n")], ids=["emptied", "filled"])
+def test_a_git_diff_that_empties_a_file_or_fills_an_empty_one_edits_it(tmp_path, before, after):
+    """git writes no `deleted file mode` / `new file mode` for a file emptied or filled: it is edited, as
+    `git apply` reads it (not deleted, nor refused as a file the diff adds); a plain `diff -u` of the same
+    texts, whose one hunk has an empty side, is read as `patch` reads it (deleted, added)."""
+    from fixmono.apply.contract import apply_fix
+
+    diff = staged_diff(tmp_path, {"pkg/__init__.py": before, "pkg/m.py": BEFORE}, {"pkg/__init__.py": after,
+                                                                                   "pkg/m.py": BEFORE})
+    patch = parse_patch(diff, "init.patch")
+    assert [(f.path, f.kind) for f in patch.files] == [("pkg/__init__.py", "modified")]
+    fix = diff_fix(patch, "pytorch", "init")
+    tree = {"pkg/__init__.py": before, "pkg/m.py": BEFORE}
+    done = apply_fix(fix, lambda path: tree[path].encode() if path in tree else None)
+    assert done.status is Status.APPLIED and done.new_files == {"pkg/__init__.py": after}
+    hunk = diff[diff.index("@@"):]
+    plain_diff = parse_patch(f"--- a/pkg/__init__.py\n+++ b/pkg/__init__.py\n{hunk}", "plain.patch")
+    assert plain_diff.files[0].kind == ("deleted" if before else "added")
+
+
 # Every form of patch teams carry: the diff's own names kept, the strip level
 # decided as patch and git apply decide it (model/patchfile.resolve_strip).
 HUNK = "@@ -1,3 +1,3 @@\n def f(x):\n-    y = x + 1\n+    y = x + 2\n     return y\n"

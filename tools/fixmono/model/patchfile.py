@@ -297,7 +297,8 @@ def parse_patch(text: str, name: str = "<diff>") -> PatchFile:
         if any(line.startswith("copy from ") for line in info):
             raise UserError(f"{where}: a copy (git diff -C) is not ported; make the diff without -C; nothing was "
                             "written")
-        kind = "added" if patched.is_added_file else "deleted" if patched.is_removed_file else \
+        added, deleted = created_or_deleted(patched, info)
+        kind = "added" if added else "deleted" if deleted else \
             "renamed" if any(line.startswith("rename from ") for line in info) else "modified"
         raw = (None if kind == "added" else old, None if kind == "deleted" else new)
         files.append(FileDiff("", kind, tuple(hunk_of(h) for h in patched), None, raw, old_blob(info)))
@@ -306,6 +307,18 @@ def parse_patch(text: str, name: str = "<diff>") -> PatchFile:
     convention = strip_convention(files)
     patch = PatchFile(name, tuple(files), text=text, convention=convention, **mail_header(text))
     return at_strip(patch, convention or 0)
+
+
+def created_or_deleted(patched, info: list[str]) -> tuple[bool, bool]:
+    """Whether the diff creates, or deletes, the file. A git diff says it (`new file mode`, `deleted file
+    mode`, /dev/null): one that empties a file or fills an empty one only edits it, as `git apply` reads
+    it. A plain diff (`diff -uN`) says it by its one hunk's empty side only, as `patch` reads it."""
+    from unidiff.constants import DEV_NULL
+
+    if any(line.startswith("diff --git ") for line in info):
+        return (patched.source_file == DEV_NULL or any(line.startswith("new file mode") for line in info),
+                patched.target_file == DEV_NULL or any(line.startswith("deleted file mode") for line in info))
+    return patched.is_added_file, patched.is_removed_file
 
 
 def strip_convention(files: list[FileDiff]) -> int | None:
