@@ -56,6 +56,33 @@ def test_a_format_patch_mail_gives_identity_and_dep3(tmp_path):
     assert change.path == "pkg/m.py" and apply_change(change, BEFORE).new_text == AFTER
 
 
+@pytest.mark.parametrize("encoding", ["quoted-printable", "base64"])
+def test_a_mail_whose_body_is_encoded_is_decoded_as_git_am_does(tmp_path, encoding):
+    """A format-patch mail as mail clients and list archives send it, its body quoted-printable (`==` written
+    `=3D=3D`, long lines broken with soft `=` ends) or base64: the same hunks and message as the mail git
+    wrote; a multipart mail (format-patch --attach) is one line, refused."""
+    import base64
+    import quopri
+
+    long_line = "    y = x + 1  # " + "a long comment, " * 6 + "\n"
+    after = AFTER.replace("    y = x + 2\n", "    y = x == 2\n" + long_line)
+    text = format_patch(tmp_path, {"pkg/m.py": BEFORE}, {"pkg/m.py": after}, "Compare x\n\nIt was == once.")
+    head, body = text.split("\n\n", 1)
+    coded = quopri.encodestring(body.encode()) if encoding == "quoted-printable" else \
+        base64.encodebytes(body.encode())
+    mail = (head + f"\nMIME-Version: 1.0\nContent-Transfer-Encoding: {encoding}\n\n").encode() + coded
+    assert b"x =3D=3D 2" in mail or encoding == "base64"
+    (tmp_path / "mail.patch").write_bytes(mail)
+    got, want = read_patch(str(tmp_path / "mail.patch")), parse_patch(text, "plain.patch")
+    assert [f.hunks for f in got.files] == [f.hunks for f in want.files]
+    assert (got.subject, got.body) == (want.subject, want.body) == ("Compare x", "It was == once.")
+    multipart = (head + '\nMIME-Version: 1.0\nContent-Type: multipart/mixed; boundary="b"\n\n--b\n\n'
+                 + body + "\n--b--\n").encode()
+    (tmp_path / "attached.patch").write_bytes(multipart)
+    with pytest.raises(UserError, match="a MIME multipart mail"):
+        read_patch(str(tmp_path / "attached.patch"))
+
+
 def test_a_plain_diff_u_and_several_files(tmp_path):
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()

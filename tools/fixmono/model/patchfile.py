@@ -20,12 +20,14 @@ by `read_patches` in order.
 """
 from __future__ import annotations
 
-import difflib
-
+import base64
+import binascii
 import dataclasses
+import difflib
 import email.parser
 import email.utils
 import hashlib
+import quopri
 import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -211,9 +213,38 @@ def read_file(path: Path) -> bytes:
 def decode(name: str, data: bytes) -> str:
     check_diff_bytes(name, len(data))  # the cap (model/limits.py), before it is decoded
     try:
-        return data.decode("utf-8")
+        return mail_decoded(name, data).decode("utf-8")
     except UnicodeDecodeError as err:
         raise UserError(f"{name}: not UTF-8 text (byte {err.start}); nothing was written") from None
+
+
+MAIL_HEAD_END = re.compile(rb"\r?\n\r?\n")
+TRANSFER_ENCODING = re.compile(rb"(?im)^Content-Transfer-Encoding:[ \t]*(\S+)[ \t]*\r?$")
+
+
+def mail_decoded(name: str, data: bytes) -> bytes:
+    """A mail whose body is quoted-printable or base64 (as mail clients and list archives send format-patch
+    mails: `torch=3D=3D2.1.0`), its body decoded as `git am` decodes it, the header saying 8bit; a MIME
+    multipart mail (`format-patch --attach`) refused; anything else as it is."""
+    end = MAIL_HEAD_END.search(data)
+    diff = re.search(rb"(?m)^(?:diff |--- |Index: )", data)
+    if not end or diff and diff.start() < end.start():
+        return data  # no mail header before the diff
+    head, body = data[:end.start()], data[end.end():]
+    if re.search(rb"(?im)^Content-Type:[ \t]*multipart/", head):
+        raise UserError(f"{name}: a MIME multipart mail (format-patch --attach or --inline): give its patch "
+                        "attachment, or the mail as git format-patch writes it; nothing was written")
+    found = TRANSFER_ENCODING.search(head)
+    encoding = found.group(1).lower() if found else b"8bit"
+    if encoding not in (b"quoted-printable", b"base64"):
+        return data
+    try:
+        body = quopri.decodestring(body) if encoding == b"quoted-printable" else base64.b64decode(body, validate=False)
+    except (ValueError, binascii.Error) as err:
+        raise UserError(f"{name}: its {encoding.decode()} body does not decode ({one_line(err)}); nothing was "
+                        "written") from None
+    head = head[:found.start()] + b"Content-Transfer-Encoding: 8bit" + head[found.end():]
+    return head + data[end.start():end.end()] + body
 
 
 def series_sources(names: list[str], stdin) -> list[tuple[str, bytes, int | None]]:
