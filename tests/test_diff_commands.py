@@ -63,3 +63,25 @@ def test_a_patch_that_does_not_fit_writes_nothing(tmp_path):
                     + "--- /dev/null\n+++ b/src/transformers/integrations/extra.py\n@@ -0,0 +1 @@\n+a = 1\n")
     refused(fixmono("patch-env", "--python", str(python), "--diff", str(adds)), "adds or deletes files")
     assert tree(site, bytecode=True) == before
+
+
+def test_two_diffs_of_one_id_are_never_stacked_on_one_file(tmp_path):
+    """Two different diffs of one id (the same subject, or here the same file name) on one file in two runs: the
+    second is refused, the file left as the first made it (undo could not tell them apart: keeping one rebuilt
+    the file from it alone and dropped the other's edit); given in one run, the second is named diff-typo-2."""
+    python, site = make_env(tmp_path, AFFECTED.before)
+    pristine = tree(site)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first = write_patch(tmp_path / "a" / "typo.patch", AFFECTED.before, fixed(AFFECTED.before))
+    done = fixed(AFFECTED.before)
+    last = done.splitlines(True)[-1]
+    second = write_patch(tmp_path / "b" / "typo.patch", done, done[:-len(last)] + last.rstrip("\n") + "  # checked\n")
+    assert fixmono("patch-env", "--python", str(python), "--diff", first).returncode == 0
+    patched = (site / MOE).read_bytes()
+    refused(fixmono("patch-env", "--python", str(python), "--diff", second), "holds a fix of this id already")
+    assert (site / MOE).read_bytes() == patched
+    both = fixmono("patch-env", "--python", str(python), "--diff", first, "--diff", second)  # one run: told apart
+    assert both.returncode == 0 and "diff-typo-2" in both.stdout, both.stdout + both.stderr
+    assert fixmono("patch-env", "--python", str(python), "--undo").returncode == 0
+    assert tree(site) == pristine

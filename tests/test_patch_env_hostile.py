@@ -246,6 +246,20 @@ def test_a_journal_field_of_the_wrong_shape_is_refused(env, field, value, words)
     assert snapshot(site) == before
 
 
+def test_a_journal_listing_one_fix_twice_is_not_rebuilt_from_it(env):
+    """A journal an older fixmono wrote for two diffs of one subject lists their id twice on a file: undoing
+    another fix there while keeping it is refused (it would rebuild the file from one diff, dropping the
+    other's edit), nothing changed."""
+    python, site = env
+    assert patch(python, SENTINEL).returncode == 0
+    data = journal_of(site)
+    data["files"][MOE]["fixes"] = [SENTINEL, SENTINEL, "diff-other"]
+    save_journal(site, data)
+    before = snapshot(site)
+    refused(patch(python, "--undo", "diff-other"), "lists a fix twice", "undo them all")
+    assert snapshot(site) == before
+
+
 @pytest.mark.parametrize("journal", [
     '{"format": 1, "files": [1, 2], "fixes": {}}',
     '{"format": 1, "files": {"transformers/integrations/moe.py": {"dist": "transformers"}}, "fixes": {}}',

@@ -213,6 +213,9 @@ def add_target(plan: Plan, journal: Journal, source: InstalledFiles, path: str, 
             plan.dists[journal.site, rel] = check_record(source, installed, rel, force)
         plan.targets[journal.site][rel] = (None, list(journal.files.get(rel, {}).get("fixes", [])))
     _, fixes = plan.targets[journal.site][rel]
+    if fix.id in fixes:  # another diff of the same subject: undo could not tell them apart
+        raise UserError(f"{fix.id}: {installed} holds a fix of this id already, from another diff (the same "
+                        "subject); give this diff a subject of its own (its `Subject:` line); nothing was changed")
     plan.targets[journal.site][rel] = (text.encode("utf-8"), [*fixes, fix.id])
     return str(installed)
 
@@ -274,6 +277,9 @@ def plan_undo(env: Environment, ids: list[str] | None, known: dict[str, Fix], jo
                 plan.notes.append(f"{rel}: its original is checked against the journal's own hash only (patched "
                                   "with --force: no RECORD line of its distribution vouches for those bytes)")
             staying = [f for f in entry["fixes"] if f not in gone]  # a pending entry's are not known to be there
+            if len(set(staying)) < len(staying):  # (a journal an older fixmono wrote: two diffs of one subject)
+                raise UserError(f"{rel}: the journal lists a fix twice ({', '.join(staying)}): two diffs of one "
+                                "subject; undo them all (--undo without ids); nothing was changed")
             for fid in staying:
                 change = change_for(known[fid], rel, site) if fid in known else None
                 if change is None:
