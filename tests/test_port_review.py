@@ -67,10 +67,38 @@ CAST_NEGATED = ("def cast(x, half):\n    if not half:\n        x = x.float()\n  
 CLAMP = ("        x = x.half()\n        x = x.contiguous()\n",
          "        x = x.half()\n        x = x.contiguous()\n        x = x.clamp(-65504, 65504)\n")
 SCALE = "int Scale(int v) {\n  int w = Clamp(v);\n  w = w * kFactor;\n  Log(w);\n  return w;\n}\n"
+GEMM = ("at::Tensor Gemm(const at::Tensor& a, const at::Tensor& b) {\n  auto opts = a.options();\n"
+        "  auto out = at::empty({a.size(0), b.size(1)}, opts);\n  RunGemm(a, b, out);\n  return out;\n}\n")
+WORKSPACE = ("  RunGemm(a, b, out);\n", "  auto ws = at::empty({kWorkspace}, opts);\n  RunGemm(a, b, out, ws);\n")
+ZEROED = GEMM.replace("at::empty({a.size(0)", "at::zeros({a.size(0)")
+RUN = ("from torch.utils.checkpoint import checkpoint, checkpoint_sequential\n\n\ndef run(layers, x, segments):\n"
+       "    x = checkpoint(layers[0], x)\n    x = layers[1](x)\n    return x\n")
+RUN_SEQUENTIAL = RUN.replace("checkpoint(layers[0], x)", "checkpoint_sequential(layers[0], segments, x)")
+THIRD = ("    x = layers[1](x)\n", "    x = layers[1](x)\n    x = checkpoint(layers[2], x)\n")
+ROW_SUM = ("__global__ void RowSum(const half* x, float* out, int n) {\n  int row = blockIdx.x;\n"
+           "  float* dst = out + row;\n  for (int i = threadIdx.x; i < n; i += blockDim.x) {\n"
+           "    atomicAdd(dst, __half2float(x[row * n + i]));\n  }\n}\n")
+ROW_SUM_HALF = ROW_SUM.replace("float* out", "half* out").replace("float* dst", "half* dst").replace(
+    "__half2float(x[row * n + i])", "x[row * n + i]")
+ACC = ("out + row;\n", "out + row;\n  float acc = 0.f;\n")
+SYNC = "void Flush(Stream* stream) {\n  stream->Synchronize();\n  Drain(stream);\n  Close(stream);\n}\n"
+SYNC_LOGGED = SYNC.replace("stream->Synchronize();", "stream->SynchronizeAndLog();")
+RESYNC = ("  Drain(stream);\n", "  Drain(stream);\n  stream->Synchronize();\n")
 
 # name: (path, pre-image, post-image, release, right answer with the pre-image, right answer from the hunks
 # alone, or ... where the hunks alone cannot tell)
 CASES = {
+    # a fourth review (2026-11-27, session 10): a context line whose call or type the release changed is no
+    # rename of a local (the line changed otherwise too; a qualified or member name; a C/C++ type)
+    "a context line's call made another function's (a qualified name)": (
+        "g.cpp", GEMM, GEMM.replace(*WORKSPACE), ZEROED, ZEROED.replace(*WORKSPACE), ZEROED.replace(*WORKSPACE)),
+    "a context line's call made another function's with another argument": (
+        "r.py", RUN, RUN.replace(*THIRD), RUN_SEQUENTIAL, RUN_SEQUENTIAL.replace(*THIRD),
+        RUN_SEQUENTIAL.replace(*THIRD)),
+    "a kernel's buffers made half, the diff adding a float accumulator": (
+        "k.cu", ROW_SUM, ROW_SUM.replace(*ACC), ROW_SUM_HALF, ROW_SUM_HALF.replace(*ACC), REFUSED),
+    "a method called through a pointer made another": (
+        "f.cpp", SYNC, SYNC.replace(*RESYNC), SYNC_LOGGED, SYNC_LOGGED.replace(*RESYNC), SYNC_LOGGED.replace(*RESYNC)),
     # a second review (2026-11-27, session 9): siblings of one text the release swapped or moved, whose lines
     # the alignment paired line for line (the header taken for one edited in place); where the pre-image
     # shows lines moved around the change, the hunks decide (these have no section header: refused)

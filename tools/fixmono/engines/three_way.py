@@ -338,11 +338,12 @@ def renamed_names(hunk: Hunk, here: dict[int, int], pre: list[str], target: list
         spots.append(spot[0])
         old, new = TOKEN.findall(pre[at + n]), TOKEN.findall(target[spot[0]])
         seen_here |= set(new)
-        for tag, i1, i2, j1, j2 in SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
-            if tag == "replace" and i2 - i1 == j2 - j1:
-                for a, b in zip(old[i1:i2], new[j1:j2]):
-                    if NAME.fullmatch(a) and NAME.fullmatch(b) and not {a, b} & KEYWORDS:
-                        found.setdefault(a, set()).add(b)
+        swapped = [(a, b) for tag, i1, i2, j1, j2 in SequenceMatcher(None, old, new, autojunk=False).get_opcodes()
+                   if tag != "equal" for a, b in (zip(old[i1:i2], new[j1:j2]) if i2 - i1 == j2 - j1 else [("", "")])]
+        if all(NAME.fullmatch(a) and NAME.fullmatch(b) and not {a, b} & KEYWORDS for a, b in swapped) and \
+                not any(member(old, i) for i, token in enumerate(old) if any(token == a for a, _ in swapped)):
+            for a, b in swapped:  # the line the same but for names swapped, none a member or a qualified name
+                found.setdefault(a, set()).add(b)
     if found:
         first, last = enclosing_def(target, min(spots)), enclosing_def(target, max(spots))
         seen_here |= {t for line in target[first[0]:last[1]] for t in NAME.findall(line)}
@@ -353,7 +354,16 @@ KEYWORDS = set(keyword.kwlist) | {"auto", "break", "case", "catch", "class", "co
                                   "default", "delete", "do", "else", "enum", "for", "if", "namespace", "new",
                                   "nullptr", "return", "sizeof", "static", "struct", "switch", "template", "this",
                                   "throw", "try", "typedef", "typename", "union", "using", "virtual", "void",
-                                  "volatile", "while"}
+                                  "volatile", "while",  # and C/C++'s own types: a type changed is no rename
+                                  "bool", "char", "double", "float", "int", "long", "short", "signed", "unsigned",
+                                  "size_t", "int8_t", "int16_t", "int32_t", "int64_t", "uint8_t", "uint16_t",
+                                  "uint32_t", "uint64_t"}
+
+
+def member(tokens: list[str], at: int) -> bool:
+    """tokens[at] is a member or a qualified name (`self.mask`, `at::empty`, `stream->Sync`): not a local."""
+    code = [t for t in tokens[:at] if not t.isspace()][-2:]
+    return code[-1:] == ["."] or code == [":", ":"] or code == ["-", ">"]
 
 
 CONTROL = {"if", "elif", "else", "for", "while", "with", "try", "except", "finally", "switch", "case", "do",
@@ -413,10 +423,9 @@ def renamed(line: str, rename: dict[str, str]) -> str:
         depth += (token in "([{") - (token in ")]}")
         if token not in rename:
             continue
-        before = tokens[code[i - 1]] if i else ""
         after = [tokens[m] for m in code[i + 1:i + 3]]
         keyword_argument = depth > 0 and after[:1] == ["="] and after[1:2] != ["="]
-        if before != "." and not keyword_argument:
+        if not member(tokens, n) and not keyword_argument:
             out[n] = rename[token]
     return "".join(out)
 
