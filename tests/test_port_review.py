@@ -84,10 +84,26 @@ ACC = ("out + row;\n", "out + row;\n  float acc = 0.f;\n")
 SYNC = "void Flush(Stream* stream) {\n  stream->Synchronize();\n  Drain(stream);\n  Close(stream);\n}\n"
 SYNC_LOGGED = SYNC.replace("stream->Synchronize();", "stream->SynchronizeAndLog();")
 RESYNC = ("  Drain(stream);\n", "  Drain(stream);\n  stream->Synchronize();\n")
+STEP = ("def step(model, batch, opt):\n    out = model(batch)\n    loss = out.loss\n    torch.cuda.synchronize()\n"
+        "    loss.backward()\n    opt.step()\n    opt.zero_grad()\n    return loss.item()\n")
+NO_SYNC = STEP.replace("    torch.cuda.synchronize()\n", "")
+SYNC_MOVED = NO_SYNC.replace("    opt.zero_grad()\n", "    opt.zero_grad()\n    torch.cuda.synchronize()\n")
+SYNC_NESTED = NO_SYNC.replace("    opt.step()\n", "    if opt:\n        opt.step()\n        torch.cuda.synchronize()\n")
+RUN_STREAM = "void Run(Stream* s) {\n  Launch(s);\n  s->Synchronize();\n  Record(s);\n  Free(s);\n  Done();\n}\n"
+NO_STREAM_SYNC = RUN_STREAM.replace("  s->Synchronize();\n", "")
 
 # name: (path, pre-image, post-image, release, right answer with the pre-image, right answer from the hunks
 # alone, or ... where the hunks alone cannot tell)
 CASES = {
+    # a line the diff removes, moved by the release: its context side by side is no sign the diff is applied
+    "a line the diff removes, moved down by the release": ("t.py", STEP, NO_SYNC, SYNC_MOVED, REFUSED, REFUSED),
+    "a line the diff removes, moved into a block by the release": (
+        "t.py", STEP, NO_SYNC, SYNC_NESTED, REFUSED, REFUSED),
+    "a C++ line the diff removes, moved down by the release": (
+        "r.cpp", RUN_STREAM, NO_STREAM_SYNC, NO_STREAM_SYNC.replace("  Free(s);\n", "  Free(s);\n  s->Synchronize();\n"),
+        REFUSED, REFUSED),
+    "a line the diff removes, gone in the release": (
+        "t.py", STEP, NO_SYNC, NO_SYNC, "(already applied)", "(already applied)"),
     # a fourth review (2026-11-27, session 10): a context line whose call or type the release changed is no
     # rename of a local (the line changed otherwise too; a qualified or member name; a C/C++ type)
     "a context line's call made another function's (a qualified name)": (

@@ -447,7 +447,12 @@ class DiffTransform:
             anchored = pre_image or not by_line
             if result == "present":
                 present.append(hunk.label)
-                if len(spots := exact(hunk.new, lines)) == 1:  # where its post-image sits: the drift too
+                spots = exact(hunk.new, lines)
+                if moved := removed_elsewhere(hunk, lines, scopes, spots):
+                    raise TransformFailed(f"{hunk.label}: the lines it removes are gone from between its context "
+                                          f"lines, but {moved} stands in the same scope (moved there?); cannot tell "
+                                          "whether it is applied")
+                if len(spots) == 1:  # where its post-image sits: the drift too
                     drift = spots[0] - (hunk.new_start - 1 + offset)
             elif result == "absent":
                 absent.append(hunk.label)
@@ -1307,6 +1312,22 @@ def seq(rows: list, targets: list, hunk: Hunk, lines: list[str]) -> list[int]:
 
 TRIVIAL_WORDS = {"else", "pass", "return", "try", "finally", "continue", "break", "None", "True", "False", "self",
                  "nullptr", "default", "public", "private", "protected", "0", "1"}
+
+
+def removed_elsewhere(hunk: Hunk, lines: list[str], scopes, spots: list[int]) -> str | None:
+    """A hunk that only removes lines, its post-image here (its context lines side by side): a line it removes,
+    not trivial, that still stands in the scope of that place (in the file, where none is read, or the place
+    is not one): `text` (line N). Its context side by side is then no sign that it is applied: the release
+    may have moved the line (`torch.cuda.synchronize()` two lines down)."""
+    if any(kind == "+" for kind, _ in hunk.lines):
+        return None
+    norm = scopes.norm if scopes else str.strip
+    gone = {norm(text) for kind, text in hunk.lines if kind == "-" and not trivial(norm(text))}
+    where = scopes.chain(spots[0] + 1) if scopes and len(spots) == 1 else None
+    for n, line in enumerate(lines):
+        if norm(line) in gone and (where is None or scopes.chain(n + 1) == where):
+            return f"`{line.strip()}` (line {n + 1})"
+    return None
 
 
 def trivial(text: str) -> bool:
