@@ -166,14 +166,21 @@ def test_generated_cases(seed, tmp_path):
             assert result.status is Status.APPLIED and result.new_text == by_git, (name, result.detail)
         if result.status is Status.APPLIED:
             assert result.new_text == truth, f"{name}: misplaced or wrong\n{diff}\n{result.new_text}"
-            assert apply_change(change_, result.new_text).status is Status.ALREADY_APPLIED
+            assert applied_or_a_copy_left(apply_change(change_, result.new_text))
         else:
             assert result.status in (Status.FAILED, Status.NOT_APPLICABLE), result
-        presence = apply_change(change_, truth).status
+        presence = apply_change(change_, truth)
         if name == "same":  # the diff's own post-image
-            assert presence is Status.ALREADY_APPLIED, (diff, truth)
+            assert applied_or_a_copy_left(presence), (diff, truth)
         else:  # or, where the same lines are in two places the diff cannot tell apart, failed: never a guess
-            assert presence in (Status.ALREADY_APPLIED, Status.FAILED), (name, diff, truth)
+            assert presence.status in (Status.ALREADY_APPLIED, Status.FAILED), (name, diff, truth)
+
+
+def applied_or_a_copy_left(outcome) -> bool:
+    """Already applied; or, from the hunks alone, a line the diff removes still stands in the same def (a
+    copy the pre-image had too, or the release moved it there: which, only the pre-image tells): refused."""
+    return outcome.status is Status.ALREADY_APPLIED or \
+        outcome.status is Status.FAILED and "stands in the same scope (moved there?)" in outcome.detail
 
 
 def test_what_the_engine_places_over_the_generated_cases(tmp_path):

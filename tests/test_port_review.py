@@ -89,6 +89,22 @@ STEP = ("def step(model, batch, opt):\n    out = model(batch)\n    loss = out.lo
 NO_SYNC = STEP.replace("    torch.cuda.synchronize()\n", "")
 SYNC_MOVED = NO_SYNC.replace("    opt.zero_grad()\n", "    opt.zero_grad()\n    torch.cuda.synchronize()\n")
 SYNC_NESTED = NO_SYNC.replace("    opt.step()\n", "    if opt:\n        opt.step()\n        torch.cuda.synchronize()\n")
+PARAMETRIZED = ('@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])\n'
+                '@pytest.mark.parametrize("batch", [1, 4])\n@pytest.mark.parametrize("seqlen", [128, 512])\n'
+                '@pytest.mark.parametrize("causal", [False, True])\n')
+
+
+def parametrized(name: str) -> str:
+    return PARAMETRIZED + f"def test_{name}(dtype, batch, seqlen, causal):\n    check_{name}(dtype, batch, seqlen)\n"
+
+
+TESTS = "import pytest\nimport torch\n\n\n" + parametrized("fwd") + "\n\n" + parametrized("bwd")
+TESTS_VARLEN = TESTS.replace("\n\n" + PARAMETRIZED + "def test_bwd", "\n\n" + parametrized("varlen") + "\n\n"
+                             + PARAMETRIZED + "def test_bwd")
+FLOAT32 = tuple(f'[torch.float16, torch.bfloat16{more}])\n' + PARAMETRIZED.split("\n", 1)[1] + "def test_bwd"
+                for more in ("", ", torch.float32"))
+TWO_SYNCS = STEP.replace("    opt.step()\n", "    opt.step()\n    torch.cuda.synchronize()\n")
+ONE_SYNC = TWO_SYNCS.replace("    torch.cuda.synchronize()\n    loss", "    loss", 1)
 RUN_STREAM = "void Run(Stream* s) {\n  Launch(s);\n  s->Synchronize();\n  Record(s);\n  Free(s);\n  Done();\n}\n"
 NO_STREAM_SYNC = RUN_STREAM.replace("  s->Synchronize();\n", "")
 
@@ -102,8 +118,12 @@ CASES = {
     "a C++ line the diff removes, moved down by the release": (
         "r.cpp", RUN_STREAM, NO_STREAM_SYNC, NO_STREAM_SYNC.replace("  Free(s);\n", "  Free(s);\n  s->Synchronize();\n"),
         REFUSED, REFUSED),
+    "a test's decorator, a test of the same decorators added above it": (  # (the hunk does not show the def)
+        "test_attn.py", TESTS, TESTS.replace(*FLOAT32), TESTS_VARLEN, REFUSED, REFUSED),
     "a line the diff removes, gone in the release": (
         "t.py", STEP, NO_SYNC, NO_SYNC, "(already applied)", "(already applied)"),
+    "a line the diff removes, gone in the release, a copy of it left in the def": (  # only the pre-image tells
+        "t.py", TWO_SYNCS, ONE_SYNC, ONE_SYNC, "(already applied)", REFUSED),
     # a fourth review (2026-11-27, session 10): a context line whose call or type the release changed is no
     # rename of a local (the line changed otherwise too; a qualified or member name; a C/C++ type)
     "a context line's call made another function's (a qualified name)": (

@@ -448,7 +448,7 @@ class DiffTransform:
             if result == "present":
                 present.append(hunk.label)
                 spots = exact(hunk.new, lines)
-                if moved := removed_elsewhere(hunk, lines, scopes, spots):
+                if moved := removed_elsewhere(hunk, lines, scopes, spots, pre_image):
                     raise TransformFailed(f"{hunk.label}: the lines it removes are gone from between its context "
                                           f"lines, but {moved} stands in the same scope (moved there?); cannot tell "
                                           "whether it is applied")
@@ -786,7 +786,16 @@ def place(hunk: Hunk, lines: list[str], expected: int, scopes: "Mapped | None", 
 
     if python and any((m := DEF.match(t)) and not m[1] for k, t in hunk.lines if k == " "):
         header = []  # the hunk shows its own top-level def/class: git's header names what lies above it
-    if by_line is not None and level and (wanted or header or hunk.header.strip()):
+    decorators = python and decorates_unshown(hunk)
+    if decorators:
+        header = []  # git's header names the def above; the decorators' block is the def below them
+        first = next(i for i, (kind, _) in enumerate(hunk.lines) if kind != " ")
+        stacks = exact([text for kind, text in hunk.lines[first:] if kind != "+"], lines)
+        if len(stacks) > 1:
+            raise TransformFailed(f"{hunk.label}: the decorators it changes stand over {len(stacks)} defs here "
+                                  f"(lines {', '.join(str(p + 1) for p in stacks[:5])}), and it does not show which "
+                                  "def it decorates; refusing to guess")
+    if by_line is not None and level and (wanted or header or hunk.header.strip()) and not decorators:
         by_line = None  # the line it names, under the header it names, with as many lines above as the diff had
 
     # a hunk under a module-level statement (no def/class in its context above the change, git's header a
@@ -843,6 +852,14 @@ def place(hunk: Hunk, lines: list[str], expected: int, scopes: "Mapped | None", 
     unconfirmed = [p for p in exact(old, lines) if p not in found_old and not scopes.chain(p + 1)] \
         if old and not python else []  # (no scope read there: a C/C++ branch the preprocessor masks)
     return place_normalised(hunk, lines, scopes, confirmed, top_level, unshown, in_scope, unconfirmed)
+
+
+def decorates_unshown(hunk: Hunk) -> bool:
+    """The hunk changes a decorator whose def it does not show (`@pytest.mark.parametrize` four deep): the
+    def below, which its text cannot tell from another def of the same decorators, is what it edits."""
+    first = next((i for i, (kind, _) in enumerate(hunk.lines) if kind != " "), len(hunk.lines))
+    return first < len(hunk.lines) and hunk.lines[first][1].lstrip().startswith("@") and \
+        not any(DEF.match(text) for kind, text in hunk.lines[first:] if kind != "-")
 
 
 def normalised_places(hunk: Hunk, lines: list[str], scopes, confirmed) -> list[int]:
@@ -1314,15 +1331,20 @@ TRIVIAL_WORDS = {"else", "pass", "return", "try", "finally", "continue", "break"
                  "nullptr", "default", "public", "private", "protected", "0", "1"}
 
 
-def removed_elsewhere(hunk: Hunk, lines: list[str], scopes, spots: list[int]) -> str | None:
+def removed_elsewhere(hunk: Hunk, lines: list[str], scopes, spots: list[int], pre_image: str | None) -> str | None:
     """A hunk that only removes lines, its post-image here (its context lines side by side): a line it removes,
     not trivial, that still stands in the scope of that place (in the file, where none is read, or the place
     is not one): `text` (line N). Its context side by side is then no sign that it is applied: the release
-    may have moved the line (`torch.cuda.synchronize()` two lines down)."""
+    may have moved the line (`torch.cuda.synchronize()` two lines down). With the diff's pre-image, only a
+    line the file holds more often than the pre-image less the diff's removals: a copy the pre-image had
+    too is no move. From the hunks alone that cannot be told: refused."""
     if any(kind == "+" for kind, _ in hunk.lines):
         return None
     norm = scopes.norm if scopes else str.strip
-    gone = {norm(text) for kind, text in hunk.lines if kind == "-" and not trivial(norm(text))}
+    gone = Counter(norm(text) for kind, text in hunk.lines if kind == "-" and not trivial(norm(text)))
+    if pre_image is not None:
+        before, now = (Counter(norm(line) for line in text) for text in (lines_of(pre_image), lines))
+        gone = {text for text, n in gone.items() if now[text] > before[text] - n}
     where = scopes.chain(spots[0] + 1) if scopes and len(spots) == 1 else None
     for n, line in enumerate(lines):
         if norm(line) in gone and (where is None or scopes.chain(n + 1) == where):

@@ -34,7 +34,7 @@ from functools import cached_property
 from difflib import SequenceMatcher
 
 from fixmono.engines.three_way import Conflict, indentation as indent_width, moved_key as three_way_key, \
-    repeats_changed, statement_start
+    decorated, repeats_changed, statement_start
 from fixmono.engines.trees import parse
 from fixmono.model.patchfile import Hunk, ending, lines_of
 
@@ -407,6 +407,9 @@ def placed(change: Change, pre: Read, post: Read, target: Read, partner: dict[in
         added = [line[:len(line) - len(ending(line))] + eol if ending(line) else line for line in added]
     if added is None or not same_blocks(change, pre, post, target, partner, origin, (start, stop), added):
         return None
+    width = indent_width(next((line for line in pre.lines[change.pre[0]:change.pre[1]] + added if line.strip()), ""))
+    if decorated_name(pre.lines, change.pre[0], width) != decorated_name(target.lines, start, width):
+        return None  # a decorator of another def here (the defs below them, which the hunk may not show)
     return start, stop, added
 
 
@@ -650,6 +653,16 @@ class Headers:
             width, outer = indent_width(self.lines[0][at]), True
         return True
 
+    def decorate_one_def(self, at: int, spot: int, rows: list[tuple[str, str]]) -> bool:
+        """A change in a decorator (or that is one) at pre-image line `at`, placed at target line `spot`: the
+        decorators of defs of one name (a decorator's block is the def below it, which the hunk may not show:
+        `@pytest.mark.parametrize` four deep above `def test_bwd`, a test of the same decorators added above)."""
+        width = indent_width(next((text for _, text in rows if text.strip()), ""))
+        mine, theirs = (decorated_name(lines, line, width) for lines, line in zip(self.lines, (at, spot)))
+        if mine != theirs:
+            self.conflict = self.conflict or f"its lines decorate `{theirs}` here, `{mine}` in the diff's pre-image"
+        return mine == theirs
+
     def headers(self, here: dict[int, int], at: int, spot: int, width: int, outer: bool = False) -> tuple | None:
         """The first lines of the headers of the blocks that hold a line of indentation `width` at pre-image
         line `at` and target line `spot` ((None, None) at the top level), where they head one block; else
@@ -701,6 +714,13 @@ class Headers:
         self.conflict = self.conflict or f"its lines are in another block here (`{target[theirs].strip()}` " \
                                          f"where the diff's pre-image has `{pre[mine].strip()}`)"
         return False
+
+
+def decorated_name(lines: list[str], at: int, width: int) -> str | None:
+    """The name of the def a change at line `at` (indentation `width`) decorates, where it is in a decorator
+    or is one (`@pytest.mark.parametrize(...)`, four deep above `def test_bwd`); None elsewhere."""
+    found = decorated(lines, at, width)
+    return None if found < 0 else (re.findall(r"[A-Za-z_]\w*", lines[found].split("(", 1)[0]) or [None])[-1]
 
 
 def absent_name(pre: Read, mine: int, target: Read) -> bool:

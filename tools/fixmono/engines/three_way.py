@@ -299,7 +299,7 @@ def placement(hunk: Hunk, here: dict[int, int], pre: list[str], target: list[str
             edited.update({plus[n]: added[n] for n in range(removed)})
         if headers and not headers.same(here, at, spot[0], rows[i:j]) or \
                 moved and crossed(at, removed, indentation(next((t for _, t in rows[i:j] if t.strip()), "")), here,
-                                  pre, target, moved):
+                                  pre, target, moved) or headers and not headers.decorate_one_def(at, spot[0], rows[i:j]):
             return None
         changes.append((*spot, added))
     if present and not changes:
