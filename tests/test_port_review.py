@@ -103,6 +103,19 @@ TESTS_VARLEN = TESTS.replace("\n\n" + PARAMETRIZED + "def test_bwd", "\n\n" + pa
                              + PARAMETRIZED + "def test_bwd")
 FLOAT32 = tuple(f'[torch.float16, torch.bfloat16{more}])\n' + PARAMETRIZED.split("\n", 1)[1] + "def test_bwd"
                 for more in ("", ", torch.float32"))
+def block(name: str) -> str:
+    steps = "".join(f"        h = self.{layer}(h)\n" for layer in ("act", "drop", "down", "scale", "gate"))
+    return (f"    def {name}(self, x):\n        x = self.norm(x)\n        h = self.up(x)\n{steps}        x = x + h\n"
+            "        x = self.post(x)\n        return x\n")
+
+
+RESET = "    def reset(self):\n        self.count = 0\n        self.total = 0.0\n"
+HEAD = "import torch\nfrom torch import nn\n\n\nclass Block(nn.Module):\n"
+OTHER = "\n\ndef other():\n    return 1\n"
+BLOCKS = HEAD + RESET + "\n" + block("forward_train") + "\n" + block("forward_eval") + OTHER
+BLOCKS_MOVED = HEAD + block("forward_train") + "\n" + RESET + "\n" + block("forward_eval") + OTHER
+STEPS = ("        self.total = 0.0\n", "        self.total = 0.0\n        self.steps = 0\n")
+DOUBLED = ("        h = self.gate(h)\n", "        h = self.gate(h) * 2\n")
 TWO_SYNCS = STEP.replace("    opt.step()\n", "    opt.step()\n    torch.cuda.synchronize()\n")
 ONE_SYNC = TWO_SYNCS.replace("    torch.cuda.synchronize()\n    loss", "    loss", 1)
 RUN_STREAM = "void Run(Stream* s) {\n  Launch(s);\n  s->Synchronize();\n  Record(s);\n  Free(s);\n  Done();\n}\n"
@@ -348,6 +361,9 @@ GIT_CASES = {
     "a decorator over lines of one of two methods the release swapped": (
         "d.py", DOCUMENTED, DOCUMENTED.replace(*GENERATION), DOCUMENTED_SWAPPED, DOCUMENTED_SWAPPED.replace(*GENERATION),
         DOCUMENTED_SWAPPED.replace(*GENERATION)),
+    "two hunks, a method of the same text moved by the release between their methods": (  # the second hunk's
+        # named line, shifted as the first hunk, holds the other method
+        "b.py", BLOCKS, BLOCKS.replace(*STEPS).replace(*DOUBLED, 1), BLOCKS_MOVED, REFUSED, REFUSED),
     "a method appended to a class the release gave a new neighbour": (
         "l.py", LLAMA, LLAMA.replace(*EXTRA_REPR), LLAMA_NORM, LLAMA_NORM.replace(*EXTRA_REPR), REFUSED),
 }

@@ -433,10 +433,13 @@ class DiffTransform:
             aligned["evidence"] = evidence
         if planned == three_way.PRESENT:  # each change stands where the pre-image has its lines, as the diff makes it
             return Rewrite(source, 0, len(self.hunks), (), tuple(h.label for h in self.hunks), evidence)
-        anchored = is_pre_image
+        by_text = False  # the hunk before was placed by its text alone (no line number chose)
         alike = alike_after(self.hunks)
+        pre = lines_of(pre_image) if pre_image is not None else None
         for n, hunk in enumerate(self.hunks):
             expected = hunk.start - 1 + offset + drift  # as git apply looks first: shifted as the hunk before
+            anchored = is_pre_image or n > 0 and (pre is not None or by_text) and self.follows(n, lines, expected,
+                                                                                               pre)
             by_line: list[int] = []  # filled where the line number chose among several places
             if planned and planned[n] is not None:  # where the alignment put it, in the lines as hunks before left them
                 start, stop, replacement, new_rows, hunk = planned[n]  # checked below as the lines it edits here
@@ -444,7 +447,7 @@ class DiffTransform:
             else:
                 result = place(hunk, lines, expected, scopes, alike[n], by_line if not anchored else None,
                                drift == 0)
-            anchored = pre_image or not by_line
+            by_text = not by_line
             if result == "present":
                 present.append(hunk.label)
                 spots = exact(hunk.new, lines)
@@ -487,6 +490,17 @@ class DiffTransform:
             raise TransformFailed(f"the result would add parse errors ({errors} -> {after}); refusing it")
         return Rewrite(new, len(changed), len(present), tuple(h.label for h in changed), tuple(present),
                        evidence if changed else "")
+
+    def follows(self, n: int, lines: list[str], expected: int, pre: list[str] | None) -> bool:
+        """Hunk `n`'s named line, shifted as the hunk before, is where it goes (the line may decide between
+        places): the hunk before stands whole as many lines above `expected` as in the diff, and (with the
+        pre-image) the lines between are the pre-image's. Not where the release moved a method of the same
+        text in between, or the hunk before was placed by its trimmed context."""
+        before, start = self.hunks[n - 1], self.hunks[n].start - 1
+        gap = start - (before.start - 1 + len(before.old))
+        at = expected - gap - len(before.new)
+        return at >= 0 and lines[at:at + len(before.new)] == list(before.new) and (
+            pre is None or lines[expected - gap:expected] == pre[start - gap:start])
 
     def through_pre_image(self, source: str, pre_image: str | None, is_pre_image: bool, found_in: str = ""):
         """(the hunks' places found by aligning the diff's pre-image to `source`, or None; what placed them)."""
