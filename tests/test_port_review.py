@@ -116,6 +116,14 @@ BLOCKS = HEAD + RESET + "\n" + block("forward_train") + "\n" + block("forward_ev
 BLOCKS_MOVED = HEAD + block("forward_train") + "\n" + RESET + "\n" + block("forward_eval") + OTHER
 STEPS = ("        self.total = 0.0\n", "        self.total = 0.0\n        self.steps = 0\n")
 DOUBLED = ("        h = self.gate(h)\n", "        h = self.gate(h) * 2\n")
+def gtest(name: str, dtype: str) -> str:
+    return (f"TEST(GemmTest, {name}) {{\n  auto a = RandomMatrix<{dtype}>(64, 64);\n  auto c = Zeros<float>(64, 64);\n"
+            "  RunGemm(a, a, c);\n  auto ref = ReferenceGemm(a, a);\n  ExpectNear(c, ref, 1e-3);\n}\n")
+
+
+GTESTS = '#include "gemm.h"\n\n' + gtest("Half", "half") + "\n" + gtest("BFloat16", "bfloat16")
+GTESTS_SWAPPED = '#include "gemm.h"\n\n' + gtest("BFloat16", "bfloat16") + "\n" + gtest("Half", "half")
+LOOSER = ("ExpectNear(c, ref, 1e-3);\n}\n", "ExpectNear(c, ref, 1e-2);\n}\n")
 TWO_SYNCS = STEP.replace("    opt.step()\n", "    opt.step()\n    torch.cuda.synchronize()\n")
 ONE_SYNC = TWO_SYNCS.replace("    torch.cuda.synchronize()\n    loss", "    loss", 1)
 RUN_STREAM = "void Run(Stream* s) {\n  Launch(s);\n  s->Synchronize();\n  Record(s);\n  Free(s);\n  Done();\n}\n"
@@ -364,6 +372,9 @@ GIT_CASES = {
     "two hunks, a method of the same text moved by the release between their methods": (  # the second hunk's
         # named line, shifted as the first hunk, holds the other method
         "b.py", BLOCKS, BLOCKS.replace(*STEPS).replace(*DOUBLED, 1), BLOCKS_MOVED, REFUSED, REFUSED),
+    "two gtest blocks of one body the release swapped (git's header names the test)": (
+        "gemm_test.cc", GTESTS, GTESTS.replace(gtest("BFloat16", "bfloat16"), gtest("BFloat16", "bfloat16").replace(
+            *LOOSER)), GTESTS_SWAPPED, REFUSED, GTESTS_SWAPPED.replace(*LOOSER, 1)),
     "a method appended to a class the release gave a new neighbour": (
         "l.py", LLAMA, LLAMA.replace(*EXTRA_REPR), LLAMA_NORM, LLAMA_NORM.replace(*EXTRA_REPR), REFUSED),
 }

@@ -186,8 +186,20 @@ def cpp_name(line: str) -> list[str]:
     match = next((m for m in CPP_CALLABLE.finditer(line) if m[1] not in CPP_NOT_NAMES), None)
     if match is None:
         return []
+    if macro := macro_block(line[match.start(1):]):
+        return [macro]
     qualified = re.sub(r"<[^<>]*>", "", line[:match.end(1)]).split()[-1]  # Foo<T>::Bar -> Foo::Bar
     return [part for part in qualified.split("::") if re.fullmatch(r"[A-Za-z_~][\w~]*", part)]
+
+
+MACRO_BLOCK = re.compile(r"([A-Z][A-Z0-9_]*)\s*\(([^()]*)\)")
+
+
+def macro_block(text: str) -> str | None:
+    """A block a macro opens (`TEST(GemmTest, Half)`, `TORCH_LIBRARY_IMPL(te, CUDA, m)`) is named by the macro
+    and its arguments (`TEST(GemmTest,Half)`): by the macro alone, every test of a file had one name."""
+    match = MACRO_BLOCK.match(text.strip())
+    return f"{match[1]}({','.join(arg.strip() for arg in match[2].split(','))})" if match else None
 
 
 class CppScopes:
@@ -207,7 +219,9 @@ class CppScopes:
                               "namespace_definition"):
             start, end = node.start_point[0] + 1, node.end_point[0] + 1
             if node.type == "function_definition":
-                names = re.findall(r"[A-Za-z_~][\w~]*", doc.qualified_name(node).split("(")[0])
+                declarator = node.child_by_field_name("declarator")
+                macro = macro_block(doc.text(declarator)) if declarator is not None else None
+                names = [macro] if macro else re.findall(r"[A-Za-z_~][\w~]*", doc.qualified_name(node).split("(")[0])
                 self.spans += [(start, end, n, name) for n, name in enumerate(names)]
                 self.functions += [(start, end, names[-1])] if names else []
             elif node.type in ("class_specifier", "struct_specifier", "union_specifier", "namespace_definition") \
