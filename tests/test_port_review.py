@@ -124,6 +124,11 @@ def gtest(name: str, dtype: str) -> str:
 GTESTS = '#include "gemm.h"\n\n' + gtest("Half", "half") + "\n" + gtest("BFloat16", "bfloat16")
 GTESTS_SWAPPED = '#include "gemm.h"\n\n' + gtest("BFloat16", "bfloat16") + "\n" + gtest("Half", "half")
 LOOSER = ("ExpectNear(c, ref, 1e-3);\n}\n", "ExpectNear(c, ref, 1e-2);\n}\n")
+CONFIG = ('    "hidden_size": 768,\n    "num_layers": 12,\n    "dropout": 0.1,\n    "activation": "gelu",\n'
+          '    "vocab": 30522,\n    "max_pos": 512,\n    "eps": 1e-12,\n    "init": 0.02,\n}\n')
+CONFIGS = "import os\n\n_CONFIG_BASE = {\n" + CONFIG + "\n_CONFIG_LARGE = {\n" + CONFIG
+CONFIGS_SWAPPED = "import os\n\n_CONFIG_LARGE = {\n" + CONFIG + "\n_CONFIG_BASE = {\n" + CONFIG
+EPS = ('_LARGE = {\n' + CONFIG, '_LARGE = {\n' + CONFIG.replace("1e-12", "1e-5"))
 TWO_SYNCS = STEP.replace("    opt.step()\n", "    opt.step()\n    torch.cuda.synchronize()\n")
 ONE_SYNC = TWO_SYNCS.replace("    torch.cuda.synchronize()\n    loss", "    loss", 1)
 RUN_STREAM = "void Run(Stream* s) {\n  Launch(s);\n  s->Synchronize();\n  Record(s);\n  Free(s);\n  Done();\n}\n"
@@ -375,6 +380,8 @@ GIT_CASES = {
     "two gtest blocks of one body the release swapped (git's header names the test)": (
         "gemm_test.cc", GTESTS, GTESTS.replace(gtest("BFloat16", "bfloat16"), gtest("BFloat16", "bfloat16").replace(
             *LOOSER)), GTESTS_SWAPPED, REFUSED, GTESTS_SWAPPED.replace(*LOOSER, 1)),
+    "two module-level dicts of one text the release swapped (git's header names the dict)": (
+        "configs.py", CONFIGS, CONFIGS.replace(*EPS), CONFIGS_SWAPPED, REFUSED, CONFIGS_SWAPPED.replace(*EPS)),
     "a method appended to a class the release gave a new neighbour": (
         "l.py", LLAMA, LLAMA.replace(*EXTRA_REPR), LLAMA_NORM, LLAMA_NORM.replace(*EXTRA_REPR), REFUSED),
 }

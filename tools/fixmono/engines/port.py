@@ -848,6 +848,8 @@ def place(hunk: Hunk, lines: list[str], expected: int, scopes: "Mapped | None", 
         if top_level and trimmed:  # (git's header over an import is the import above it: it differs by release)
             return (not flat or not indent_of(lines[min(probe, len(lines) - 1)])) and \
                 (imports or scopes.statement_above(lines, start, hunk.header))
+        if top_level and not flat and hunk.header.strip() and not scopes.statement_above(lines, start, hunk.header):
+            return False  # inside another module-level statement (`_CONFIG_BASE = {` where git's header has LARGE)
         chain = scopes.chain(probe + 1)
         if not (fits(chain, wanted) and (not header or fits(chain, header) and header[-1] in chain
                                          or scopes.header_above(lines, start, header))):
