@@ -34,7 +34,7 @@ from functools import cached_property
 from difflib import SequenceMatcher
 
 from fixmono.engines.three_way import Conflict, indentation as indent_width, moved_key as three_way_key, \
-    decorated, repeats_changed, statement_start
+    repeats_changed, statement_start
 from fixmono.engines.trees import parse
 from fixmono.model.patchfile import Hunk, ending, lines_of
 
@@ -408,7 +408,7 @@ def placed(change: Change, pre: Read, post: Read, target: Read, partner: dict[in
     if added is None or not same_blocks(change, pre, post, target, partner, origin, (start, stop), added):
         return None
     width = indent_width(next((line for line in pre.lines[change.pre[0]:change.pre[1]] + added if line.strip()), ""))
-    if decorated_name(pre.lines, change.pre[0], width) != decorated_name(target.lines, start, width):
+    if decorates_one_def((pre.lines, target.lines), change.pre[0], start, width):
         return None  # a decorator of another def here (the defs below them, which the hunk may not show)
     return start, stop, added
 
@@ -658,10 +658,9 @@ class Headers:
         decorators of defs of one name (a decorator's block is the def below it, which the hunk may not show:
         `@pytest.mark.parametrize` four deep above `def test_bwd`, a test of the same decorators added above)."""
         width = indent_width(next((text for _, text in rows if text.strip()), ""))
-        mine, theirs = (decorated_name(lines, line, width) for lines, line in zip(self.lines, (at, spot)))
-        if mine != theirs:
-            self.conflict = self.conflict or f"its lines decorate `{theirs}` here, `{mine}` in the diff's pre-image"
-        return mine == theirs
+        why = decorates_one_def(self.lines, at, spot, width)
+        self.conflict = self.conflict or why
+        return not why
 
     def headers(self, here: dict[int, int], at: int, spot: int, width: int, outer: bool = False) -> tuple | None:
         """The first lines of the headers of the blocks that hold a line of indentation `width` at pre-image
@@ -716,11 +715,38 @@ class Headers:
         return False
 
 
+DECORATED = re.compile(r"\s*(?:async\s+)?(?:def|class)\s+([A-Za-z_]\w*)")
+
+
 def decorated_name(lines: list[str], at: int, width: int) -> str | None:
-    """The name of the def a change at line `at` (indentation `width`) decorates, where it is in a decorator
-    or is one (`@pytest.mark.parametrize(...)`, four deep above `def test_bwd`); None elsewhere."""
-    found = decorated(lines, at, width)
-    return None if found < 0 else (re.findall(r"[A-Za-z_]\w*", lines[found].split("(", 1)[0]) or [None])[-1]
+    """The name of the def or class a change at line `at` (indentation `width`) decorates, where it is in a
+    decorator or is one (`@pytest.mark.parametrize(...)`, four deep above `def test_bwd`, its list of cases
+    as long as it is); None elsewhere."""
+    head = at if at < len(lines) and lines[at].lstrip().startswith("@") else None
+    if head is None and width:
+        head = next((n for n in range(min(at, len(lines)) - 1, -1, -1)
+                     if lines[n].strip() and indent_width(lines[n]) < width), None)
+    if head is None or not lines[head].lstrip().startswith("@"):
+        return None
+    level = indent_width(lines[head])
+    for line in lines[head + 1:]:
+        text = line.strip()
+        if not text or indent_width(line) > level or text[0] in "@#)]}":
+            continue  # the decorators' own lines, their arguments, comments
+        found = DECORATED.match(line)
+        return found[1] if found else None
+    return None
+
+
+def decorates_one_def(lines: tuple[list[str], list[str]], at: int, spot: int, width: int) -> str:
+    """'' where the change at pre-image line `at`, target line `spot`, is in no decorator or in those of defs of
+    one name, or of a def the release renamed (neither name in the other file); else why not."""
+    mine, theirs = (decorated_name(text, line, width) for text, line in zip(lines, (at, spot)))
+    if mine == theirs or mine and theirs and not any(
+            (found := DECORATED.match(line)) and found[1] == name for text, name in zip(lines, (theirs, mine))
+            for line in text):
+        return ""
+    return f"its lines decorate `{theirs}` here, `{mine}` in the diff's pre-image"
 
 
 def absent_name(pre: Read, mine: int, target: Read) -> bool:
