@@ -129,6 +129,13 @@ CONFIG = ('    "hidden_size": 768,\n    "num_layers": 12,\n    "dropout": 0.1,\n
 CONFIGS = "import os\n\n_CONFIG_BASE = {\n" + CONFIG + "\n_CONFIG_LARGE = {\n" + CONFIG
 CONFIGS_SWAPPED = "import os\n\n_CONFIG_LARGE = {\n" + CONFIG + "\n_CONFIG_BASE = {\n" + CONFIG
 EPS = ('_LARGE = {\n' + CONFIG, '_LARGE = {\n' + CONFIG.replace("1e-12", "1e-5"))
+def flaky(cases: int, name: str = "test_spike") -> str:
+    listed = "".join(f"        pytest.param({n}, {n % 3}),\n" for n in range(cases))
+    return ("import pytest\n\n\ndef check(a, b):\n    assert a >= b\n\n\n@pytest.mark.flaky(max_runs=3)\n"
+            f'@pytest.mark.parametrize(\n    ("a", "b"),\n    [\n{listed}    ],\n)\ndef {name}(a, b):\n    check(a, b)\n')
+
+
+RERUNS = ("@pytest.mark.flaky(max_runs=3)\n", "@pytest.mark.flaky(reruns=3)\n")
 TWO_SYNCS = STEP.replace("    opt.step()\n", "    opt.step()\n    torch.cuda.synchronize()\n")
 ONE_SYNC = TWO_SYNCS.replace("    torch.cuda.synchronize()\n    loss", "    loss", 1)
 RUN_STREAM = "void Run(Stream* s) {\n  Launch(s);\n  s->Synchronize();\n  Record(s);\n  Free(s);\n  Done();\n}\n"
@@ -146,6 +153,12 @@ CASES = {
         REFUSED, REFUSED),
     "a test's decorator, a test of the same decorators added above it": (  # (the hunk does not show the def)
         "test_attn.py", TESTS, TESTS.replace(*FLOAT32), TESTS_VARLEN, REFUSED, REFUSED),
+    "a test's first decorator, the test renamed by the release": (
+        "test_spike.py", flaky(8), flaky(8).replace(*RERUNS), flaky(8, "test_spike_detection"),
+        flaky(8, "test_spike_detection").replace(*RERUNS), flaky(8, "test_spike_detection").replace(*RERUNS)),
+    "a test's first decorator over a list of cases the release made long": (
+        "test_spike.py", flaky(8), flaky(8).replace(*RERUNS), flaky(50), flaky(50).replace(*RERUNS),
+        flaky(50).replace(*RERUNS)),
     "a line the diff removes, gone in the release": (
         "t.py", STEP, NO_SYNC, NO_SYNC, "(already applied)", "(already applied)"),
     "a line the diff removes, gone in the release, a copy of it left in the def": (  # only the pre-image tells
