@@ -136,6 +136,13 @@ def flaky(cases: int, name: str = "test_spike") -> str:
 
 
 RERUNS = ("@pytest.mark.flaky(max_runs=3)\n", "@pytest.mark.flaky(reruns=3)\n")
+CLIP = "import numpy as np\nimport torch\n\n\ndef clip(x):\n    lo = np.min(x)\n    x = x - lo\n    return x\n"
+CLIP_TORCH = CLIP.replace("np.min(x)", "torch.min(x)")
+PERCENTILE = ("    x = x - lo\n", "    x = x - lo\n    hi = np.percentile(x, 99.9)\n")
+MLP = ("from torch.nn.functional import gelu, silu\n\n\ndef mlp(x, w1, w2, w3):\n    h = x @ w1\n    h = gelu(h)\n"
+       "    out = h @ w2\n    return out\n")
+MLP_SILU = MLP.replace("h = gelu(h)", "h = silu(h)")
+GATED = ("    out = h @ w2\n", "    g = gelu(x @ w3)\n    out = (h * g) @ w2\n")
 TWO_SYNCS = STEP.replace("    opt.step()\n", "    opt.step()\n    torch.cuda.synchronize()\n")
 ONE_SYNC = TWO_SYNCS.replace("    torch.cuda.synchronize()\n    loss", "    loss", 1)
 RUN_STREAM = "void Run(Stream* s) {\n  Launch(s);\n  s->Synchronize();\n  Record(s);\n  Free(s);\n  Done();\n}\n"
@@ -170,6 +177,11 @@ CASES = {
     "a context line's call made another function's with another argument": (
         "r.py", RUN, RUN.replace(*THIRD), RUN_SEQUENTIAL, RUN_SEQUENTIAL.replace(*THIRD),
         RUN_SEQUENTIAL.replace(*THIRD)),
+    "a context line's module made another (np.min made torch.min)": (
+        "c.py", CLIP, CLIP.replace(*PERCENTILE), CLIP_TORCH, CLIP_TORCH.replace(*PERCENTILE),
+        CLIP_TORCH.replace(*PERCENTILE)),
+    "a context line's imported function made another (gelu(h) made silu(h))": (
+        "m.py", MLP, MLP.replace(*GATED), MLP_SILU, MLP_SILU.replace(*GATED), MLP_SILU.replace(*GATED)),
     "a kernel's buffers made half, the diff adding a float accumulator": (
         "k.cu", ROW_SUM, ROW_SUM.replace(*ACC), ROW_SUM_HALF, ROW_SUM_HALF.replace(*ACC), REFUSED),
     "a method called through a pointer made another": (

@@ -347,7 +347,19 @@ def renamed_names(hunk: Hunk, here: dict[int, int], pre: list[str], target: list
     if found:
         first, last = enclosing_def(target, min(spots)), enclosing_def(target, max(spots))
         seen_here |= {t for line in target[first[0]:last[1]] for t in NAME.findall(line)}
+        mine = pre[enclosing_def(pre, at)[0]:enclosing_def(pre, at + len(hunk.old) - 1)[1]]
+        found = {a: b for a, b in found.items() if binds(mine, a)}
     return {a: b.pop() for a, b in found.items() if len(b) == 1 and a not in seen_here}
+
+
+def binds(lines: list[str], name: str) -> bool:
+    """`name` is a local of the function `lines` hold (its first line the header): a parameter, or assigned,
+    looped over or bound by `as` in it; a module, a namespace or a function it calls is none (`np.min` made
+    `torch.min`, `gelu(h)` made `silu(h)`: the release calls another thing, no variable was renamed)."""
+    word = re.escape(name)
+    header = lines[0].split("(", 1)[1] if lines and "(" in lines[0] else ""
+    return re.search(rf"\b{word}\b", header) is not None or any(
+        re.search(rf"\b{word}\s*(?:=(?!=)|:[^:]|,[^=]*=[^=])|\b(?:for|as)\s+{word}\b", line) for line in lines[1:])
 
 
 KEYWORDS = set(keyword.kwlist) | {"auto", "break", "case", "catch", "class", "const", "constexpr", "continue",
