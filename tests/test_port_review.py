@@ -143,6 +143,14 @@ MLP = ("from torch.nn.functional import gelu, silu\n\n\ndef mlp(x, w1, w2, w3):\
        "    out = h @ w2\n    return out\n")
 MLP_SILU = MLP.replace("h = gelu(h)", "h = silu(h)")
 GATED = ("    out = h @ w2\n", "    g = gelu(x @ w3)\n    out = (h * g) @ w2\n")
+BLACK_DTYPES = '@pytest.mark.parametrize(\n    "dtype",\n    [\n        torch.float16,\n        torch.bfloat16,\n    ],\n)\n'
+FP8 = ('    [\n        torch.float16,\n        torch.bfloat16,\n    ],\n)\ndef test_bwd',
+       '    [\n        torch.float8_e4m3fn,\n        torch.float16,\n        torch.bfloat16,\n    ],\n)\ndef test_bwd')
+BLACK_TESTS = ("import pytest\nimport torch\n\n\n" + BLACK_DTYPES + "def test_fwd(dtype):\n    run_fwd(dtype)\n\n\n"
+               + BLACK_DTYPES + "def test_bwd(dtype):\n    run_bwd(dtype)\n")
+BLACK_TESTS_VARLEN = BLACK_TESTS.replace("\n\n\n" + BLACK_DTYPES + "def test_bwd", "\n\n\n" + BLACK_DTYPES
+                                         + "def test_varlen(dtype):\n    run_fwd(dtype, varlen=True)\n\n\n"
+                                         + BLACK_DTYPES + "def test_bwd")
 TWO_SYNCS = STEP.replace("    opt.step()\n", "    opt.step()\n    torch.cuda.synchronize()\n")
 ONE_SYNC = TWO_SYNCS.replace("    torch.cuda.synchronize()\n    loss", "    loss", 1)
 RUN_STREAM = "void Run(Stream* s) {\n  Launch(s);\n  s->Synchronize();\n  Record(s);\n  Free(s);\n  Done();\n}\n"
@@ -166,6 +174,8 @@ CASES = {
     "a test's first decorator over a list of cases the release made long": (
         "test_spike.py", flaky(8), flaky(8).replace(*RERUNS), flaky(50), flaky(50).replace(*RERUNS),
         flaky(50).replace(*RERUNS)),
+    "a case added inside a decorator's list written over lines, a test of the same decorator added above": (
+        "test_attn.py", BLACK_TESTS, BLACK_TESTS.replace(*FP8), BLACK_TESTS_VARLEN, REFUSED, REFUSED),
     "a line the diff removes, gone in the release": (
         "t.py", STEP, NO_SYNC, NO_SYNC, "(already applied)", "(already applied)"),
     "a line the diff removes, gone in the release, a copy of it left in the def": (  # only the pre-image tells

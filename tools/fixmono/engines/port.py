@@ -888,7 +888,8 @@ def decorates_unshown(hunk: Hunk) -> bool:
     """The hunk changes a decorator whose def it does not show (`@pytest.mark.parametrize` four deep): the
     def below, which its text cannot tell from another def of the same decorators, is what it edits."""
     first = next((i for i, (kind, _) in enumerate(hunk.lines) if kind != " "), len(hunk.lines))
-    return first < len(hunk.lines) and hunk.lines[first][1].lstrip().startswith("@") and \
+    shown = [text for _, text in hunk.lines[:first + 1]]  # its lines down to the first change
+    return first < len(hunk.lines) and three_way.decorator_head(shown, first) is not None and \
         not any(DEF.match(text) for kind, text in hunk.lines[first:] if kind != "-")
 
 

@@ -34,7 +34,7 @@ from functools import cached_property
 from difflib import SequenceMatcher
 
 from fixmono.engines.three_way import Conflict, indentation as indent_width, moved_key as three_way_key, \
-    repeats_changed, statement_start
+    decorator_head, repeats_changed, statement_start
 from fixmono.engines.trees import parse
 from fixmono.model.patchfile import Hunk, ending, lines_of
 
@@ -407,8 +407,7 @@ def placed(change: Change, pre: Read, post: Read, target: Read, partner: dict[in
         added = [line[:len(line) - len(ending(line))] + eol if ending(line) else line for line in added]
     if added is None or not same_blocks(change, pre, post, target, partner, origin, (start, stop), added):
         return None
-    width = indent_width(next((line for line in pre.lines[change.pre[0]:change.pre[1]] + added if line.strip()), ""))
-    if decorates_one_def((pre.lines, target.lines), change.pre[0], start, width):
+    if decorates_one_def((pre.lines, target.lines), change.pre[0], start):
         return None  # a decorator of another def here (the defs below them, which the hunk may not show)
     return start, stop, added
 
@@ -653,12 +652,11 @@ class Headers:
             width, outer = indent_width(self.lines[0][at]), True
         return True
 
-    def decorate_one_def(self, at: int, spot: int, rows: list[tuple[str, str]]) -> bool:
+    def decorate_one_def(self, at: int, spot: int) -> bool:
         """A change in a decorator (or that is one) at pre-image line `at`, placed at target line `spot`: the
         decorators of defs of one name (a decorator's block is the def below it, which the hunk may not show:
         `@pytest.mark.parametrize` four deep above `def test_bwd`, a test of the same decorators added above)."""
-        width = indent_width(next((text for _, text in rows if text.strip()), ""))
-        why = decorates_one_def(self.lines, at, spot, width)
+        why = decorates_one_def(self.lines, at, spot)
         self.conflict = self.conflict or why
         return not why
 
@@ -718,15 +716,12 @@ class Headers:
 DECORATED = re.compile(r"\s*(?:async\s+)?(?:def|class)\s+([A-Za-z_]\w*)")
 
 
-def decorated_name(lines: list[str], at: int, width: int) -> str | None:
-    """The name of the def or class a change at line `at` (indentation `width`) decorates, where it is in a
+def decorated_name(lines: list[str], at: int) -> str | None:
+    """The name of the def or class a change at line `at` decorates, where it is in a
     decorator or is one (`@pytest.mark.parametrize(...)`, four deep above `def test_bwd`, its list of cases
     as long as it is); None elsewhere."""
-    head = at if at < len(lines) and lines[at].lstrip().startswith("@") else None
-    if head is None and width:
-        head = next((n for n in range(min(at, len(lines)) - 1, -1, -1)
-                     if lines[n].strip() and indent_width(lines[n]) < width), None)
-    if head is None or not lines[head].lstrip().startswith("@"):
+    head = decorator_head(lines, at)
+    if head is None:
         return None
     level = indent_width(lines[head])
     for line in lines[head + 1:]:
@@ -738,10 +733,10 @@ def decorated_name(lines: list[str], at: int, width: int) -> str | None:
     return None
 
 
-def decorates_one_def(lines: tuple[list[str], list[str]], at: int, spot: int, width: int) -> str:
+def decorates_one_def(lines: tuple[list[str], list[str]], at: int, spot: int) -> str:
     """'' where the change at pre-image line `at`, target line `spot`, is in no decorator or in those of defs of
     one name, or of a def the release renamed (neither name in the other file); else why not."""
-    mine, theirs = (decorated_name(text, line, width) for text, line in zip(lines, (at, spot)))
+    mine, theirs = (decorated_name(text, line) for text, line in zip(lines, (at, spot)))
     if mine == theirs or mine and theirs and not any(
             (found := DECORATED.match(line)) and found[1] == name for text, name in zip(lines, (theirs, mine))
             for line in text):

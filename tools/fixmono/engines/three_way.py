@@ -196,6 +196,23 @@ def statement_start(lines: list[str], n: int) -> int | None:
     return None
 
 
+def decorator_head(lines: list[str], at: int) -> int | None:
+    """The `@` line of the decorator line `at` is, or is inside the arguments of (a parametrize list written
+    over lines, black's way: `[` above the changed line), as far as 400 lines up; None where it is in none."""
+    if at < len(lines) and lines[at].lstrip().startswith("@"):
+        return at
+    width = indentation(next((line for line in lines[at:] if line.strip()), ""))
+    depth = 0  # brackets opened above `at` and still open there
+    for m in range(min(at, len(lines)) - 1, max(at - 400, -1), -1):
+        text = re.sub(r"(#|//).*", "", re.sub(r"'[^']*'|\"[^\"]*\"", "", lines[m])).strip()
+        depth += sum(text.count(c) for c in "([{") - sum(text.count(c) for c in ")]}")
+        if text.startswith("@") and depth > 0:
+            return m
+        if text and depth <= 0 and indentation(lines[m]) < width:
+            return None  # the block the line is in opens here: no decorator's arguments
+    return None
+
+
 SMALL_BLOCK = 40  # lines above a change within which the headers of its blocks are looked for
 CLAUSE = re.compile(r"\s*(?:\}\s*)?(?:elif|else|except|finally|catch)\b")  # a compound statement's later clause
 
@@ -299,7 +316,7 @@ def placement(hunk: Hunk, here: dict[int, int], pre: list[str], target: list[str
             edited.update({plus[n]: added[n] for n in range(removed)})
         if headers and not headers.same(here, at, spot[0], rows[i:j]) or \
                 moved and crossed(at, removed, indentation(next((t for _, t in rows[i:j] if t.strip()), "")), here,
-                                  pre, target, moved) or headers and not headers.decorate_one_def(at, spot[0], rows[i:j]):
+                                  pre, target, moved) or headers and not headers.decorate_one_def(at, spot[0]):
             return None
         changes.append((*spot, added))
     if present and not changes:
