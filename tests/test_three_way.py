@@ -404,11 +404,15 @@ LACKING_CASES = {  # name: (pre-image, post-image, release, the right answer or 
     "a line in a def the release lacks, after the def above it": (
         TWO, TWO.replace("    b = 2\n", "    b = 2\n    print(b)\n"), TWO.replace(TWO[TWO.index("def second"):
                                                                                      TWO.index("def third")], ""), None),
+    "a line that reads an attribute the lines the release lacks set": (
+        INIT, INIT.replace("        self.cache = {}\n", "        self.cache = {}\n        self.warm = len(self.cache)\n"),
+        INIT.replace("        self.cache = {}\n", ""), None),
     "a line that reads what the lines the release lacks set": (
         ROWS, ROWS.replace("        check(fh)\n", "        check(fh)\n    print(strict_mode)\n").replace(
             "    if strict:\n", "    strict_mode = strict\n    if strict:\n"), ROWS_RELEASE, None),
 }
 MOVED = INIT_RELEASE.replace("        self.path = path\n", "        self.cache = {}\n        self.path = path\n")
+REWORDED = INIT_RELEASE.replace("        self.open()\n", "        self.cache = dict()\n        self.open()\n")
 
 
 @pytest.mark.parametrize("case", LACKING_CASES)
@@ -421,5 +425,6 @@ def test_an_insertion_beside_lines_the_release_lacks_goes_next_to_its_other_neig
     assert ported("m.py", pre, post, release, with_pre_image=True) == right
     if case.startswith("the lines"):
         assert three_way.placements(pre.splitlines(True), release.splitlines(True), hunks_between(pre, post))
-        # a line it lacks moved elsewhere: the alignment places nothing (the hunks judge it)
-        assert three_way.placements(pre.splitlines(True), MOVED.splitlines(True), hunks_between(pre, post)) is None
+        # a line it lacks moved elsewhere, or moved and reworded: the alignment places nothing (the hunks judge it)
+        for moved in (MOVED, REWORDED):
+            assert three_way.placements(pre.splitlines(True), moved.splitlines(True), hunks_between(pre, post)) is None

@@ -20,7 +20,7 @@ import bisect
 import dataclasses
 import keyword
 import re
-from difflib import SequenceMatcher
+from difflib import SequenceMatcher, get_close_matches
 
 from fixmono.model.patchfile import Hunk
 
@@ -296,7 +296,7 @@ def placement(hunk: Hunk, here: dict[int, int], pre: list[str], target: list[str
         added = [t for k, t in rows[i:j] if k == "+"]
         spot = target_span(at, removed, here, len(target), len(pre))
         if spot is None and not removed:
-            spot = beside_lines_it_lacks(at, here, pre, target)
+            spot = beside_lines_it_lacks(at, here, pre, target, added)
         if spot is not None and not removed and not beside_its_neighbours(at, spot[0], here, pre, target, added):
             return None
         if spot is None:
@@ -474,21 +474,34 @@ def target_span(at: int, removed: int, here: dict[int, int], target_size: int, p
     return (start, stop) if below_t - stop == below - (at + removed) else None
 
 
-def beside_lines_it_lacks(at: int, here: dict[int, int], pre: list[str], target: list[str]):
+def beside_lines_it_lacks(at: int, here: dict[int, int], pre: list[str], target: list[str], added: list[str]):
     """Where lines added before pre-image line `at` go when the target lacks the pre-image's lines on one
     side of them, and nothing stands in their stead: one neighbour unchanged beside them, the next line the
     target has on the other side right after it (the release deleted the lines between, or never had them:
     `self._starting_state_dict = None` added in main after the line the diff's line follows). None where
-    a line it lacks stands elsewhere in the target (moved: the added lines' order to it is unknown)."""
+    a line it lacks stands elsewhere in the target, or one much like it (moved: the added lines' order to
+    it is unknown), or it assigns what the `added` lines read (they need it)."""
     above = next((i for i in range(at - 1, -1, -1) if i in here), -1)
     below = next((i for i in range(at, len(pre)) if i in here), len(pre))
     above_t, below_t = here.get(above, -1), here.get(below, len(target))
     if below_t != above_t + 1 or (above != at - 1) == (below != at):
         return None  # lines of the target between, or it lacks lines on both sides (or on neither)
-    elsewhere = {line.strip() for line in target}
-    if any(pre[n].strip() and pre[n].strip() in elsewhere for n in range(above + 1, below)):
-        return None
+    lacking = [pre[n].strip() for n in range(above + 1, below) if pre[n].strip()]
+    first, last = enclosing_def(target, min(above_t + 1, len(target) - 1)) if target else (0, 0)
+    nearby = [line.strip() for line in target[first:last] if line.strip()]  # (its function: a look-alike
+    # line elsewhere in the file is another's)
+    if set(lacking) & {line.strip() for line in target} or \
+            any(get_close_matches(line, nearby, n=1, cutoff=0.85) for line in lacking) or \
+            binds_what_it_reads(lacking, added):
+        return None  # (moved, maybe reworded: `Dropout(cfg.p)` now `Dropout(p=cfg.p)` at the list's end)
     return above_t + 1, above_t + 1
+
+
+def binds_what_it_reads(lacking: list[str], added: list[str]) -> bool:
+    """A name the lines the release lacks assign (`self.tokenizer = load(...)`) is read by the added lines:
+    they need those lines, which the release does not have."""
+    bound = {m[1] for line in lacking if (m := re.match(r"\s*([A-Za-z_][\w.]*)\s*(?::[^=]*)?=(?!=)", line))}
+    return any(re.search(rf"(?<![\w.]){re.escape(name)}\b", line) for name in bound for line in added)
 
 
 def in_place(at: int, removed: int, here: dict[int, int], target_size: int, pre_size: int):
