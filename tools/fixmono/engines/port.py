@@ -837,6 +837,8 @@ def place(hunk: Hunk, lines: list[str], expected: int, scopes: "Mapped | None", 
     imports = flat and all(IMPORT.match(t) for t in changed)  # one-line imports only: their place is the imports
     top_level = (python and not wanted and not header_name(hunk) and (hunk.header.strip() or flat)
                  and not any(DEF.match(t) for _, t in hunk.lines[:first]))
+    # inside the statement git's header names: no unindented line of its own shown above its change
+    under_header = top_level and not flat and not any(t.strip() and not indent_of(t) for _, t in hunk.lines[:first])
 
     unshown: list[str] = []  # defs a place with context dropped lay in that the diff does not name
     named = scopes.as_here([header_name(hunk)] if python and header_name(hunk) else cpp_name(hunk.header))
@@ -848,7 +850,7 @@ def place(hunk: Hunk, lines: list[str], expected: int, scopes: "Mapped | None", 
         if top_level and trimmed:  # (git's header over an import is the import above it: it differs by release)
             return (not flat or not indent_of(lines[min(probe, len(lines) - 1)])) and \
                 (imports or scopes.statement_above(lines, start, hunk.header))
-        if top_level and not flat and hunk.header.strip() and not scopes.statement_above(lines, start, hunk.header):
+        if under_header and hunk.header.strip() and not scopes.statement_above(lines, start, hunk.header):
             return False  # inside another module-level statement (`_CONFIG_BASE = {` where git's header has LARGE)
         chain = scopes.chain(probe + 1)
         if not (fits(chain, wanted) and (not header or fits(chain, header) and header[-1] in chain
