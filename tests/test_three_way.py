@@ -428,3 +428,16 @@ def test_an_insertion_beside_lines_the_release_lacks_goes_next_to_its_other_neig
         # a line it lacks moved elsewhere, or moved and reworded: the alignment places nothing (the hunks judge it)
         for moved in (MOVED, REWORDED):
             assert three_way.placements(pre.splitlines(True), moved.splitlines(True), hunks_between(pre, post)) is None
+
+
+def test_a_decorator_holds_its_own_arguments_only():
+    """three_way.decorator_head: a line inside a decorator's arguments written over lines is in it; a line at
+    the top level, or below a method whose docstring leaves a bracket open, is in none (a blank line added
+    before the next class was taken for a change of `@staticmethod`'s arguments: TE attention.py on v0.12)."""
+    lines = ["class Combine(Function):\n", "    @staticmethod\n", "    def backward(ctx, grad):\n",
+             '        """The gradients\n', "        (one per input, as forward takes them.\n", '        """\n',
+             "        return grad\n", "\n", "class Next:\n", "    @pytest.mark.parametrize(\n", '        "dtype",\n',
+             "        [torch.half],\n", "    )\n", "    def test(self, dtype):\n", "        pass\n"]
+    assert three_way.decorator_head(lines, 1) == 1
+    assert [three_way.decorator_head(lines, n) for n in (10, 11, 12)] == [9, 9, 9]
+    assert [three_way.decorator_head(lines, n) for n in (6, 7, 8, 14)] == [None, None, None, None]

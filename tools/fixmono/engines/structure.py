@@ -407,7 +407,7 @@ def placed(change: Change, pre: Read, post: Read, target: Read, partner: dict[in
         added = [line[:len(line) - len(ending(line))] + eol if ending(line) else line for line in added]
     if added is None or not same_blocks(change, pre, post, target, partner, origin, (start, stop), added):
         return None
-    if decorates_one_def((pre.lines, target.lines), change.pre[0], start):
+    if decorates_one_def((pre.lines, target.lines), change.pre[0], start, change.pre[1] - change.pre[0], added):
         return None  # a decorator of another def here (the defs below them, which the hunk may not show)
     return start, stop, added
 
@@ -652,11 +652,11 @@ class Headers:
             width, outer = indent_width(self.lines[0][at]), True
         return True
 
-    def decorate_one_def(self, at: int, spot: int) -> bool:
+    def decorate_one_def(self, at: int, spot: int, removed: int, added: list[str]) -> bool:
         """A change in a decorator (or that is one) at pre-image line `at`, placed at target line `spot`: the
         decorators of defs of one name (a decorator's block is the def below it, which the hunk may not show:
         `@pytest.mark.parametrize` four deep above `def test_bwd`, a test of the same decorators added above)."""
-        why = decorates_one_def(self.lines, at, spot)
+        why = decorates_one_def(self.lines, at, spot, removed, added)
         self.conflict = self.conflict or why
         return not why
 
@@ -733,10 +733,25 @@ def decorated_name(lines: list[str], at: int) -> str | None:
     return None
 
 
-def decorates_one_def(lines: tuple[list[str], list[str]], at: int, spot: int) -> str:
+def change_decorates(lines: list[str], at: int, removed: int, added: list[str]) -> str | None:
+    """The def a change at line `at` (`removed` lines there, `added` put in) decorates: lines it removes in a
+    decorator; a decorator it adds (the def below); lines it adds inside a decorator's arguments (the lines
+    on both sides in that decorator). None for any other change (lines added at the end of the method above
+    a decorator are that method's)."""
+    if removed:
+        return decorated_name(lines, at)
+    first = next((line for line in added if line.strip()), "")
+    if first.lstrip().startswith("@"):
+        return next((found[1] for line in lines[at:] if (found := DECORATED.match(line))), None)
+    head = decorator_head(lines, at)
+    return decorated_name(lines, at) if head is not None and head < at and decorator_head(lines, at - 1) == head \
+        else None
+
+
+def decorates_one_def(lines: tuple[list[str], list[str]], at: int, spot: int, removed: int, added: list[str]) -> str:
     """'' where the change at pre-image line `at`, target line `spot`, is in no decorator or in those of defs of
     one name, or of a def the release renamed (neither name in the other file); else why not."""
-    mine, theirs = (decorated_name(text, line) for text, line in zip(lines, (at, spot)))
+    mine, theirs = (change_decorates(text, line, removed, added) for text, line in zip(lines, (at, spot)))
     if mine == theirs or mine and theirs and not any(
             (found := DECORATED.match(line)) and found[1] == name for text, name in zip(lines, (theirs, mine))
             for line in text):

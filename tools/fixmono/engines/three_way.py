@@ -196,20 +196,25 @@ def statement_start(lines: list[str], n: int) -> int | None:
     return None
 
 
+DEF_LINE = re.compile(r"\s*(?:async\s+)?(?:def|class)\s")
+
+
 def decorator_head(lines: list[str], at: int) -> int | None:
     """The `@` line of the decorator line `at` is, or is inside the arguments of (a parametrize list written
     over lines, black's way: `[` above the changed line), as far as 400 lines up; None where it is in none."""
     if at < len(lines) and lines[at].lstrip().startswith("@"):
         return at
     width = indentation(next((line for line in lines[at:] if line.strip()), ""))
+    if not width:
+        return None  # a decorator's arguments are indented
     depth = 0  # brackets opened above `at` and still open there
     for m in range(min(at, len(lines)) - 1, max(at - 400, -1), -1):
         text = re.sub(r"(#|//).*", "", re.sub(r"'[^']*'|\"[^\"]*\"", "", lines[m])).strip()
         depth += sum(text.count(c) for c in "([{") - sum(text.count(c) for c in ")]}")
         if text.startswith("@") and depth > 0:
             return m
-        if text and depth <= 0 and indentation(lines[m]) < width:
-            return None  # the block the line is in opens here: no decorator's arguments
+        if text and (depth <= 0 and indentation(lines[m]) < width or DEF_LINE.match(lines[m])):
+            return None  # the block the line is in opens here (a def is never in a decorator's arguments)
     return None
 
 
@@ -316,7 +321,8 @@ def placement(hunk: Hunk, here: dict[int, int], pre: list[str], target: list[str
             edited.update({plus[n]: added[n] for n in range(removed)})
         if headers and not headers.same(here, at, spot[0], rows[i:j]) or \
                 moved and crossed(at, removed, indentation(next((t for _, t in rows[i:j] if t.strip()), "")), here,
-                                  pre, target, moved) or headers and not headers.decorate_one_def(at, spot[0]):
+                                  pre, target, moved) or \
+                headers and not headers.decorate_one_def(at, spot[0], removed, added):
             return None
         changes.append((*spot, added))
     if present and not changes:
