@@ -153,6 +153,9 @@ BLACK_TESTS_VARLEN = BLACK_TESTS.replace("\n\n\n" + BLACK_DTYPES + "def test_bwd
                                          + BLACK_DTYPES + "def test_bwd")
 TWO_SYNCS = STEP.replace("    opt.step()\n", "    opt.step()\n    torch.cuda.synchronize()\n")
 ONE_SYNC = TWO_SYNCS.replace("    torch.cuda.synchronize()\n    loss", "    loss", 1)
+SYNC_GIVEN = SYNC_MOVED.replace("torch.cuda.synchronize()", "torch.cuda.synchronize(model.device)")
+SYNC_HELPER = SYNC_MOVED.replace("torch.cuda.synchronize()", "_sync()") + "\n\ndef _sync():\n    torch.cuda.synchronize()\n"
+EVAL = "\n\ndef evaluate(model, batch):\n    torch.cuda.synchronize()\n    return model(batch)\n"
 RUN_STREAM = "void Run(Stream* s) {\n  Launch(s);\n  s->Synchronize();\n  Record(s);\n  Free(s);\n  Done();\n}\n"
 NO_STREAM_SYNC = RUN_STREAM.replace("  s->Synchronize();\n", "")
 
@@ -180,6 +183,17 @@ CASES = {
         "t.py", STEP, NO_SYNC, NO_SYNC, "(already applied)", "(already applied)"),
     "a line the diff removes, gone in the release, a copy of it left in the def": (  # only the pre-image tells
         "t.py", TWO_SYNCS, ONE_SYNC, ONE_SYNC, "(already applied)", REFUSED),
+    # a fifth review (2026-11-27, session 10): a line the diff removes, moved by the release and changed, or
+    # moved into a helper, or moved while a copy elsewhere was deleted (file-wide counts saw no move)
+    "a line the diff removes, moved down by the release and given an argument": (
+        "t.py", STEP, NO_SYNC, SYNC_GIVEN, REFUSED, REFUSED),
+    "a line the diff removes, moved by the release into a helper it calls": (
+        "t.py", STEP, NO_SYNC, SYNC_HELPER, REFUSED, REFUSED),
+    "a line the diff removes, moved down by the release, its copy in another def deleted": (
+        "t.py", STEP + EVAL, NO_SYNC + EVAL, SYNC_MOVED + EVAL.replace("    torch.cuda.synchronize()\n", ""),
+        REFUSED, REFUSED),
+    "a line the diff removes, gone in the release, its copy in another def kept": (
+        "t.py", STEP + EVAL, NO_SYNC + EVAL, NO_SYNC + EVAL, "(already applied)", "(already applied)"),
     # a fourth review (2026-11-27, session 10): a context line whose call or type the release changed is no
     # rename of a local (the line changed otherwise too; a qualified or member name; a C/C++ type)
     "a context line's call made another function's (a qualified name)": (

@@ -465,7 +465,7 @@ class DiffTransform:
             if result == "present":
                 present.append(hunk.label)
                 spots = exact(hunk.new, lines)
-                if moved := removed_elsewhere(hunk, lines, scopes, spots, pre_image):
+                if moved := removed_elsewhere(hunk, lines, scopes, spots, pre_image, python):
                     raise TransformFailed(f"{hunk.label}: the lines it removes are gone from between its context "
                                           f"lines, but {moved} stands in the same scope (moved there?); cannot tell "
                                           "whether it is applied")
@@ -1364,25 +1364,73 @@ TRIVIAL_WORDS = {"else", "pass", "return", "try", "finally", "continue", "break"
                  "nullptr", "default", "public", "private", "protected", "0", "1"}
 
 
-def removed_elsewhere(hunk: Hunk, lines: list[str], scopes, spots: list[int], pre_image: str | None) -> str | None:
-    """A hunk that only removes lines, its post-image here (its context lines side by side): a line it removes,
-    not trivial, that still stands in the scope of that place (in the file, where none is read, or the place
-    is not one): `text` (line N). Its context side by side is then no sign that it is applied: the release
-    may have moved the line (`torch.cuda.synchronize()` two lines down). With the diff's pre-image, only a
-    line the file holds more often than the pre-image less the diff's removals: a copy the pre-image had
-    too is no move. From the hunks alone that cannot be told: refused."""
+def removed_elsewhere(hunk: Hunk, lines: list[str], scopes, spots: list[int], pre_image: str | None,
+                      python: bool = False) -> str | None:
+    """A hunk that only removes lines, its post-image here (its context lines side by side): a line of the
+    scope of that place that is a line it removes, not trivial, or that line reworded (`reworded`):
+    `text` (line N). Its context side by side is then no sign that it is applied: the release may have moved
+    the line (`torch.cuda.synchronize()` two lines down) or changed it (`torch.cuda.synchronize(device)`).
+    The scope: that of the one place its post-image stands whole, else (with the diff's pre-image) that of
+    the hunk there, else the file. With the pre-image, only a line the scope holds more often than the
+    pre-image's same scope (less the diff's removals): a copy or a like line the pre-image had there too is
+    no move, and one deleted elsewhere hides none; and a removed line the file holds more often than the
+    pre-image. From the hunks alone that cannot be told: refused. Either way a removed line in a def that
+    the scope calls (moved into a helper)."""
     if any(kind == "+" for kind, _ in hunk.lines):
         return None
     norm = scopes.norm if scopes else str.strip
     gone = Counter(norm(text) for kind, text in hunk.lines if kind == "-" and not trivial(norm(text)))
-    if pre_image is not None:
-        before, now = (Counter(norm(line) for line in text) for text in (lines_of(pre_image), lines))
-        gone = {text for text, n in gone.items() if now[text] > before[text] - n}
+    if not gone:
+        return None
     where = scopes.chain(spots[0] + 1) if scopes and len(spots) == 1 else None
-    for n, line in enumerate(lines):
-        if norm(line) in gone and (where is None or scopes.chain(n + 1) == where):
-            return f"`{line.strip()}` (line {n + 1})"
+    before = None
+    if pre_image is not None:
+        where, pre = pre_scope(hunk, pre_image, norm, where, python and scopes is not None)
+        before = Counter(pre) - gone
+    here = [(n, norm(line)) for n, line in enumerate(lines) if where is None or scopes.chain(n + 1) == where]
+    now = Counter(text for _, text in here)
+    for n, text in here:
+        if (text in gone or any(reworded(g, text) for g in gone)) and (before is None or now[text] > before[text]):
+            return f"`{lines[n].strip()}` (line {n + 1})"
+    if where is not None:  # moved into a def the scope calls (`_sync()`), whose body holds it
+        for n, line in enumerate(lines):
+            chain = scopes.chain(n + 1) if norm(line) in gone else []
+            called = re.compile(rf"(?<!def )\b{re.escape(chain[-1])}\(") if chain and chain[-1] not in where else None
+            if called and any(called.search(text) for _, text in here):
+                return f"`{line.strip()}` (line {n + 1}, in `{chain[-1]}`, which it calls)"
+    if pre_image is not None:  # moved out of the scope elsewhere: the file has it more often than before
+        before, now = Counter(norm(line) for line in lines_of(pre_image)) - gone, Counter(map(norm, lines))
+        return next((f"`{line.strip()}` (line {n + 1})" for n, line in enumerate(lines)
+                     if norm(line) in gone and now[norm(line)] > before[norm(line)]), None)
     return None
+
+
+def pre_scope(hunk: Hunk, pre_image: str, norm, where: list[str] | None, scoped: bool) \
+        -> tuple[list[str] | None, list[str]]:
+    """(`where`, or where None the class/def chain of the hunk's first removed line in the diff's pre-image;
+    the normalised lines of the pre-image in that chain): the whole pre-image (None) where not `scoped` (a
+    Python file read), or the pre-image does not parse."""
+    pre = lines_of(pre_image)
+    if scoped:
+        try:
+            read = Scopes(pre_image)
+        except TargetSyntaxError:
+            read = None
+        if read is not None:
+            if where is None:
+                where = read.chain(hunk.start + [kind for kind, _ in hunk.lines if kind != "+"].index("-"))
+            return where, [norm(line) for n, line in enumerate(pre) if read.chain(n + 1) == where]
+    return None, [norm(line) for line in pre]
+
+
+def reworded(removed: str, line: str) -> bool:
+    """`line` is normalised `removed` changed: its names (two or more, not trivial) in the same order among
+    others (`sync()` given an argument, `a.b()` -> `a.c().b()`)."""
+    names = [w for w in re.findall(r"[A-Za-z_]\w*", removed) if w not in TRIVIAL_WORDS]
+    if len(names) < 2 or line == removed:
+        return False
+    rest = iter(re.findall(r"[A-Za-z_]\w*", line))
+    return all(name in rest for name in names)
 
 
 def trivial(text: str) -> bool:
