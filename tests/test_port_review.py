@@ -124,6 +124,8 @@ def gtest(name: str, dtype: str) -> str:
 GTESTS = '#include "gemm.h"\n\n' + gtest("Half", "half") + "\n" + gtest("BFloat16", "bfloat16")
 GTESTS_SWAPPED = '#include "gemm.h"\n\n' + gtest("BFloat16", "bfloat16") + "\n" + gtest("Half", "half")
 LOOSER = ("ExpectNear(c, ref, 1e-3);\n}\n", "ExpectNear(c, ref, 1e-2);\n}\n")
+GTESTS_LOOSER = GTESTS.replace(gtest("BFloat16", "bfloat16"), gtest("BFloat16", "bfloat16").replace(*LOOSER))
+WRAPPED = ("TEST(GemmTest, ", "TEST(GemmTest,\n     ")  # clang-format's wrap: git's header is `TEST(GemmTest,`
 CONFIG = ('    "hidden_size": 768,\n    "num_layers": 12,\n    "dropout": 0.1,\n    "activation": "gelu",\n'
           '    "vocab": 30522,\n    "max_pos": 512,\n    "eps": 1e-12,\n    "init": 0.02,\n}\n')
 CONFIGS = "import os\n\n_CONFIG_BASE = {\n" + CONFIG + "\n_CONFIG_LARGE = {\n" + CONFIG
@@ -429,6 +431,12 @@ GIT_CASES = {
     "two gtest blocks of one body the release swapped (git's header names the test)": (
         "gemm_test.cc", GTESTS, GTESTS.replace(gtest("BFloat16", "bfloat16"), gtest("BFloat16", "bfloat16").replace(
             *LOOSER)), GTESTS_SWAPPED, REFUSED, GTESTS_SWAPPED.replace(*LOOSER, 1)),
+    "two gtest blocks of one body the release swapped, their headers wrapped (git's header names no test)": (
+        "gemm_test.cc", GTESTS.replace(*WRAPPED), GTESTS_LOOSER.replace(*WRAPPED), GTESTS_SWAPPED.replace(*WRAPPED),
+        REFUSED, REFUSED),
+    "two gtest blocks of one body, their headers wrapped, the release the pre-image (its blob not named)": (
+        "gemm_test.cc", GTESTS.replace(*WRAPPED), GTESTS_LOOSER.replace(*WRAPPED), GTESTS.replace(*WRAPPED),
+        GTESTS_LOOSER.replace(*WRAPPED), REFUSED),
     "two module-level dicts of one text the release swapped (git's header names the dict)": (
         "configs.py", CONFIGS, CONFIGS.replace(*EPS), CONFIGS_SWAPPED, REFUSED, CONFIGS_SWAPPED.replace(*EPS)),
     "a method appended to a class the release gave a new neighbour": (

@@ -202,6 +202,13 @@ def macro_block(text: str) -> str | None:
     return f"{match[1]}({','.join(arg.strip() for arg in match[2].split(','))})" if match else None
 
 
+def wrapped_macro(header: str) -> str | None:
+    """git's section header where a formatter wrapped a block macro's arguments (`TEST(GemmTest,` over
+    `     Half) {`): the start of the name macro_block gives each such block (`TEST(GemmTest,`)."""
+    match = re.fullmatch(r"\s*([A-Z][A-Z0-9_]*)\s*\(([^()]*)", header.rstrip())
+    return f"{match[1]}({','.join(arg.strip() for arg in match[2].split(','))}" if match else None
+
+
 class CppScopes:
     """The function/class/namespace chain of every line of a C/C++ source
     (tree-sitter, after masking macros; engines/cpp.py). An out-of-line
@@ -823,6 +830,9 @@ def place(hunk: Hunk, lines: list[str], expected: int, scopes: "Mapped | None", 
             raise TransformFailed(f"{hunk.label}: the decorators it changes stand over {len(stacks)} defs here "
                                   f"(lines {', '.join(str(p + 1) for p in stacks[:5])}), and it does not show which "
                                   "def it decorates; refusing to guess")
+    opened = not python and wrapped_macro(hunk.header)
+    if opened and sum(name.startswith(opened) for name in scopes.scopes.names) > 1:
+        level = False  # git's header is the first line of a macro's wrapped arguments: several blocks begin so
     if by_line is not None and level and (wanted or header or hunk.header.strip()) and not decorators:
         by_line = None  # the line it names, under the header it names, with as many lines above as the diff had
 
