@@ -128,6 +128,18 @@ GTESTS_LOOSER = GTESTS.replace(gtest("BFloat16", "bfloat16"), gtest("BFloat16", 
 WRAPPED = ("TEST(GemmTest, ", "TEST(GemmTest,\n     ")  # clang-format's wrap: git's header is `TEST(GemmTest,`
 CONFIG = ('    "hidden_size": 768,\n    "num_layers": 12,\n    "dropout": 0.1,\n    "activation": "gelu",\n'
           '    "vocab": 30522,\n    "max_pos": 512,\n    "eps": 1e-12,\n    "init": 0.02,\n}\n')
+PRESET = CONFIG.replace("    ", "        ").replace("}\n", "    },\n")
+
+
+def presets(*names: str) -> str:
+    return "import os\n\nPRESETS = {\n" + "".join(f'    "{name}": {{\n' + PRESET for name in names) + "}\n"
+
+
+def eps_of(text: str, name: str) -> str:
+    block = f'    "{name}": {{\n' + PRESET
+    return text.replace(block, block.replace('"eps": 1e-12', '"eps": 1e-6'))
+
+
 CONFIGS = "import os\n\n_CONFIG_BASE = {\n" + CONFIG + "\n_CONFIG_LARGE = {\n" + CONFIG
 CONFIGS_SWAPPED = "import os\n\n_CONFIG_LARGE = {\n" + CONFIG + "\n_CONFIG_BASE = {\n" + CONFIG
 EPS = ('_LARGE = {\n' + CONFIG, '_LARGE = {\n' + CONFIG.replace("1e-12", "1e-5"))
@@ -437,6 +449,16 @@ GIT_CASES = {
     "two gtest blocks of one body, their headers wrapped, the release the pre-image (its blob not named)": (
         "gemm_test.cc", GTESTS.replace(*WRAPPED), GTESTS_LOOSER.replace(*WRAPPED), GTESTS.replace(*WRAPPED),
         GTESTS_LOOSER.replace(*WRAPPED), REFUSED),
+    "nested dicts of one text in one module-level dict, two swapped (the hunk shows the next one's key)": (
+        "configs.py", presets("base", "large", "xl"), eps_of(presets("base", "large", "xl"), "large"),
+        presets("large", "base", "xl"), REFUSED, REFUSED),
+    "nested dicts of one text in one module-level dict, the edited one deleted": (
+        "configs.py", presets("base", "large", "xl"), eps_of(presets("base", "large", "xl"), "large"),
+        presets("base", "xl"), REFUSED, REFUSED),
+    "nested dicts of one text in one module-level dict, one added after the edited one": (
+        "configs.py", presets("base", "large", "xl"), eps_of(presets("base", "large", "xl"), "large"),
+        presets("base", "large", "large_v2", "xl"), eps_of(presets("base", "large", "large_v2", "xl"), "large"),
+        REFUSED),
     "two module-level dicts of one text the release swapped (git's header names the dict)": (
         "configs.py", CONFIGS, CONFIGS.replace(*EPS), CONFIGS_SWAPPED, REFUSED, CONFIGS_SWAPPED.replace(*EPS)),
     "a method appended to a class the release gave a new neighbour": (

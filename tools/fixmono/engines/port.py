@@ -833,6 +833,7 @@ def place(hunk: Hunk, lines: list[str], expected: int, scopes: "Mapped | None", 
     opened = not python and wrapped_macro(hunk.header)
     if opened and sum(name.startswith(opened) for name in scopes.scopes.names) > 1:
         level = False  # git's header is the first line of a macro's wrapped arguments: several blocks begin so
+    unanchored = by_line is not None  # (not the pre-image itself, nor placed from the hunk before)
     if by_line is not None and level and (wanted or header or hunk.header.strip()) and not decorators:
         by_line = None  # the line it names, under the header it names, with as many lines above as the diff had
 
@@ -883,10 +884,17 @@ def place(hunk: Hunk, lines: list[str], expected: int, scopes: "Mapped | None", 
         raise TransformFailed(f"{hunk.label}: its lines fit {len(alike_places)} places once blank and comment lines "
                               f"are set aside (lines {', '.join(str(p + 1) for p in alike_places[:5])}), and only "
                               "those tell them apart; refusing to guess")
+    if unanchored and under_header and len(found_old) + len(found_new) == 1 and \
+            len(twins := block_twins(hunk, lines, scopes)) > 1:
+        raise TransformFailed(f"{hunk.label}: the block it edits in `{hunk.header.strip()}` is one of {len(twins)} of "
+                              f"its text here (lines {', '.join(str(p + 1) for p in twins[:5])}); only the lines of "
+                              "a neighbouring block that it shows tell them apart (the release may have reordered "
+                              "them); refusing to guess")
     at = choose(hunk, found_old, found_new, expected, "its lines", (len(old), len(new)),
                 expected + hunk.new_start - hunk.start, alike, by_line)
     if at is not None:
         return at if at == "present" else (at, at + len(old), new, added_rows(hunk))
+
     def in_scope(line: int) -> bool:
         chain = scopes.chain(line + 1)
         return fits(chain, wanted) and (not header or header[-1] in chain)
@@ -894,6 +902,25 @@ def place(hunk: Hunk, lines: list[str], expected: int, scopes: "Mapped | None", 
     unconfirmed = [p for p in exact(old, lines) if p not in found_old and not scopes.chain(p + 1)] \
         if old and not python else []  # (no scope read there: a C/C++ branch the preprocessor masks)
     return place_normalised(hunk, lines, scopes, confirmed, top_level, unshown, in_scope, unconfirmed)
+
+
+def block_twins(hunk: Hunk, lines: list[str], scopes) -> list[int]:
+    """Where the hunk's own block stands in `lines` under the statement git's header names: its rows
+    around its change indented as deep as the change or deeper, with the line above that opens the block
+    and the one below that closes it where the hunk shows them (`"large": {` ... `},`), not the lines of
+    the blocks beside it (`"xl": {`), whose order the release may have changed."""
+    rows = hunk.lines
+    changed = [i for i, (kind, text) in enumerate(rows) if kind != " " and text.strip()]
+    if not changed or not (width := min(len(indent_of(rows[i][1])) for i in changed)):
+        return []
+    inside = lambda i: not rows[i][1].strip() or len(indent_of(rows[i][1])) >= width  # noqa: E731
+    first, stop = changed[0], changed[-1] + 1
+    while first > 0 and inside(first - 1):
+        first -= 1
+    while stop < len(rows) and inside(stop):
+        stop += 1
+    own = [text for kind, text in rows[max(first - 1, 0):stop + 1] if kind != "+"]
+    return [p for p in exact(own, lines) if scopes.statement_above(lines, p, hunk.header)] if own else []
 
 
 def decorates_unshown(hunk: Hunk) -> bool:

@@ -340,8 +340,8 @@ def placements(pre_lines: list[str], target_lines: list[str], hunks: tuple[Hunk,
         if len(change.hunks) != 1:
             return None  # one statement edited by two hunks: not placed this way
         spot = placed(change, pre, post, target, partner, origin)
-        if spot is None:
-            return None
+        if spot is None or isinstance(spot, Conflict):
+            return spot and Conflict(f"{hunks[min(change.hunks)].label}: {spot}")
         per_hunk.setdefault(next(iter(change.hunks)), []).append(spot)
     out, end = [], 0
     for n in range(len(hunks)):
@@ -446,12 +446,13 @@ def merged_in_place(change: Change, first: int, last: int, pre: Read, post: Read
     texts = ["".join(read.lines[u.start:u.stop]) for read, u in
              ((pre, mine), (post, post.units[post_units[0]]), (target, theirs))]
     merged = merged_tokens(*texts, syntax=pre.syntax)
-    return None if merged is None else (theirs.start, theirs.stop, lines_of(merged))
+    return merged if merged is None or isinstance(merged, Conflict) else (theirs.start, theirs.stop, lines_of(merged))
 
 
-def merged_tokens(base: str, ours: str, theirs: str, syntax: Syntax | None = None) -> str | None:
+def merged_tokens(base: str, ours: str, theirs: str, syntax: Syntax | None = None) -> str | Conflict | None:
     """`theirs` (the release's statement) with the edits that make `base` `ours` (the diff's), where no edit
-    of `theirs` touches them: the text between the unchanged tokens around each edit is the diff's."""
+    of `theirs` touches them: the text between the unchanged tokens around each edit is the diff's. A
+    Conflict where an edit of the diff's is in code the statement repeats and the release edited it too."""
     syntax = syntax or PYTHON
     b, o, t = (syntax.tokens(text) for text in (base, ours, theirs))
     if b is None or o is None or t is None:
@@ -466,6 +467,10 @@ def merged_tokens(base: str, ours: str, theirs: str, syntax: Syntax | None = Non
     if repeats_changed(words[0], [(i1, i2, words[2][j1:j2]) for _, i1, i2, j1, j2 in theirs_edits],
                        [w for _, _, _, j1, j2 in ours_edits for w in words[1][j1:j2]]):
         return None  # what the diff adds repeats what the release changed
+    if theirs_edits and any(repeated_around(words[0], i1, i2) for _, i1, i2, _, _ in ours_edits):
+        # (the hunk's own text may name a neighbour the release moved too: not left to it)
+        return Conflict("it edits code its statement holds more than once (nested blocks of one text), and the "
+                        "release changed that statement elsewhere: which copy it means, only the positions say")
     same = {}
     for i, k, size in SequenceMatcher(None, words[0], words[2], autojunk=False).get_matching_blocks():
         same.update((i + n, k + n) for n in range(size))
@@ -485,6 +490,12 @@ def merged_tokens(base: str, ours: str, theirs: str, syntax: Syntax | None = Non
         expected[i1:i2] = (words[1] if (_, i1, i2, j1, j2) in ours_edits else words[2])[j1:j2]
     found = syntax.tokens(text)
     return text if found is not None and [tok.string for tok in found] == expected else None
+
+
+def repeated_around(base: list[str], start: int, stop: int, width: int = 3) -> bool:
+    """Base tokens [start, stop) with `width` tokens on each side stand elsewhere in `base` too."""
+    run = base[max(0, start - width):stop + width]
+    return sum(base[n:n + len(run)] == run for n in range(len(base) - len(run) + 1)) > 1
 
 
 @dataclass(frozen=True)
