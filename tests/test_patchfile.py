@@ -120,6 +120,25 @@ def test_header_lines_before_a_plain_diff(tmp_path, header, fields):
                       else "other")
 
 
+def test_dep3_bug_forwarded_and_applied_upstream_are_kept_as_written(tmp_path):
+    """Debian's DEP-3 fields a fix made of the patch writes into its series mail as the patch has them
+    (`Forwarded: not-needed` was written `no`, `Bug:` dropped); a patch without them: Forwarded no."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "a" / "m.py").write_text(BEFORE)
+    (tmp_path / "b" / "m.py").write_text(AFTER)
+    diff = subprocess.run(["diff", "-u", "a/m.py", "b/m.py"], cwd=tmp_path, capture_output=True, text=True).stdout
+    header = ("Description: Fix the offset\nAuthor: A U Thor <a@example.org>\nOrigin: vendor\n"
+              "Bug: https://bugs.example.org/12\nForwarded: not-needed\nApplied-Upstream: 2.1.0\n"
+              "Last-Update: 2026-10-03\n---\n")
+    dep3 = diff_fix(parse_patch(header + diff, "x.patch"), "pytorch", "mine").dep3
+    assert dep3.trailers() == [("Origin", "vendor"), ("Bug", "https://bugs.example.org/12"),
+                               ("Forwarded", "not-needed"), ("Applied-Upstream", "2.1.0"),
+                               ("Last-Update", "2026-10-03")]
+    plain = diff_fix(parse_patch(diff, "x.patch"), "pytorch", "mine").dep3
+    assert (plain.bug, plain.forwarded, plain.applied_upstream) == (None, "no", None)
+
+
 @pytest.mark.parametrize("before, after", [
     (BEFORE.rstrip("\n"), AFTER.rstrip("\n")),  # no newline at the end, on both sides
     (BEFORE, AFTER.rstrip("\n")),  # the fix drops the last line end

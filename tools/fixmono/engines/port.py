@@ -1908,7 +1908,8 @@ def diff_fix(patch: PatchFile, upstream: str, fix_id: str | None = None) -> Fix:
     return Fix(id=fix_id or slug(patch), title=title, upstream=upstream, description=patch.body,
                dep3=Dep3(origin=patch.origin if re.match(r"(upstream|backport|vendor|other)\b", patch.origin or "")
                          else f"other, {patch.origin}" if patch.origin else "other",
-                         last_update=patch.date or "2000-01-01"),
+                         last_update=patch.date or "2000-01-01",
+                         **{name.lower().replace("-", "_"): value for name, value in patch.dep3}),
                backends=("rocm", "cuda", "cpu"),
                changes=tuple(change_of(f) for f in patch.files),
                author=patch.author or "Fix Monorepo <fix-monorepo@users.noreply.github.com>")

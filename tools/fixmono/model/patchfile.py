@@ -110,6 +110,7 @@ class PatchFile:
     subject: str | None = None
     body: str = ""
     origin: str | None = None  # a commit or URL it says it came from
+    dep3: tuple[tuple[str, str], ...] = ()  # DEP-3 fields it carries as written: Bug, Forwarded, Applied-Upstream
     text: str = field(default="", repr=False)
     convention: int | None = None  # the strip level its form says (a/ b/, pkg.orig/ pkg/: 1), None: none
     strip: int = 0  # the level `files` are at
@@ -455,7 +456,8 @@ HEADER_LINE = re.compile(r"^[A-Za-z][A-Za-z0-9-]*: ")
 def mail_header(text: str) -> dict:
     """Author, date, subject, body and origin of a `git format-patch` mail, or of
     a patch that starts with mail or DEP-3 header lines (`From:`/`Author:`,
-    `Subject:`/`Description:`, `Date:`/`Last-Update:`, `Origin:`); empty for a plain diff."""
+    `Subject:`/`Description:`, `Date:`/`Last-Update:`, `Origin:`, and `Bug:`, `Forwarded:`,
+    `Applied-Upstream:` as written); empty for a plain diff."""
     start = DIFF_START.search(text)
     head = text[:start.start()] if start else text
     if head.startswith("From "):
@@ -479,8 +481,12 @@ def mail_header(text: str) -> dict:
     cherry, pull = CHERRY.search(body), PULL.search(body)
     origin = pull.group(0) if pull else f"commit {cherry.group(1)}" if cherry else \
         (message.get("Origin") or "").strip() or None
+    dep3 = tuple((name, " ".join(message[name].split())) for name in DEP3_KEPT if (message.get(name) or "").strip())
     return {"author": message.get("From") or message.get("Author"), "date": date, "subject": subject,
-            "body": body, "origin": origin}
+            "body": body, "origin": origin, "dep3": dep3}
+
+
+DEP3_KEPT = ("Bug", "Forwarded", "Applied-Upstream")  # a patch's own DEP-3 fields that a fix made of it keeps
 
 
 def new_line_numbers(old_text: str, new_text: str) -> set[int]:
