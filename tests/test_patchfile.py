@@ -160,6 +160,8 @@ def test_line_ends_are_kept_as_the_diff_says(tmp_path, before, after):
     ("--- a/../../x.py\n+++ b/../../x.py\n@@ -1 +1 @@\n-x\n+y\n", "climbs out"),
     ("diff --git a/w.bin b/w.bin\nindex 1..2 100644\nBinary files a/w.bin and b/w.bin differ\n", "binary"),
     ("--- a/m.py\n+++ b/m.py\n@@ -1 +1 @@\n-x\n+y\n--- a/m.py\n+++ b/m.py\n@@ -3 +3 @@\n-x\n+y\n", "twice"),
+    ("diff --cc m.py\nindex 1,2..3\n--- a/m.py\n+++ b/m.py\n@@@ -1,2 -1,2 +1,2 @@@\n  x\n- y\n -z\n++w\n",
+     "combined diff.*one parent"),  # `git show MERGE` (was taken for a change of mode alone)
 ])
 def test_what_cannot_be_a_fix_is_one_line(text, words):
     with pytest.raises(UserError, match=words) as err:

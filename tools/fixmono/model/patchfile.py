@@ -304,11 +304,18 @@ def series_folder(folder: Path) -> list[tuple[str, bytes, int | None]]:
 FIRST_HEADER = re.compile(r"(?m)^--- [^\n]*")
 
 
+COMBINED = re.compile(r"(?m)^diff --(?:cc|combined) .*$")  # `git show MERGE`: hunks `@@@ ... @@@`, a column per parent
+
+
 def parse_patch(text: str, name: str = "<diff>") -> PatchFile:
     import unidiff  # a dependency of the diff fixes only
     from unidiff.constants import DEV_NULL
 
     check_diff(name, text)  # the caps (model/limits.py), before any work
+    if combined := COMBINED.search(text):
+        raise UserError(f"{name}: `{combined.group(0).strip()}` is a merge's combined diff, which git apply does not "
+                        "take either: make the diff against one parent (`git diff MERGE^1 MERGE`, or `git log -m "
+                        "--first-parent -p`); nothing was written")
     if (first := FIRST_HEADER.search(text)) and first.group(0).endswith("\r"):
         text = text.replace("\r\n", "\n")  # a diff whose every line end became CRLF: read as patch reads it
     try:
