@@ -7,6 +7,7 @@ import time
 
 from fixmono.apply.contract import apply_fix
 from fixmono.apply.revert import confirm_reverted, revert_through_git
+from fixmono.apply.superseded import superseded
 from fixmono.model.errors import Unreadable, UserError
 from fixmono.model.fix import Fix, NotChecked, ValidationNote
 from fixmono.model.outcome import FixOutcome, Status
@@ -23,7 +24,9 @@ def run(source: Source, fixes: list[Fix], validate: bool = False, progress=lambd
     `base`: the tree a diff was made on (make_patch --base), `history`: a repository
     whose objects may hold its blobs (--history), for a diff's pre-image.
     `progress(fix id)` as each starts, `finished(...)` as it ends (output/progress.py).
-    `fixed_point` False: no result is transformed a second time (contract.apply_change; status)."""
+    `fixed_point` False: no result is transformed a second time (contract.apply_change; status).
+    A failed patch whose lines later patches of the series edit again, all here, is already-applied where
+    the series is (superseded.py)."""
     patched: dict[str, str | None] = {}
 
     def read(path: str) -> bytes | None:
@@ -71,7 +74,7 @@ def run(source: Source, fixes: list[Fix], validate: bool = False, progress=lambd
                                                                             "apply with `git am --keep-cr`")
         outcomes.append(outcome)
         finished(fix.id, outcome.status.value, time.monotonic() - start)
-    return outcomes
+    return superseded(outcomes, read, lambda path, object_id: found_pre_image(source, path, object_id, history, base))
 
 
 def found_pre_image(source: Source, path: str, object_id: str | None, history: Source | None = None,
