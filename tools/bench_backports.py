@@ -119,7 +119,8 @@ ENGINE = "port engine"
 ENGINE_PRE = "port engine + pre-image"  # given the main commit's parent file, as a checkout holding its blob is
 THREE_WAY = "git apply --3way"  # as in a clone with the objects: it finds the pre-image blobs by the index lines
 ALL = (ENGINE, ENGINE_PRE, *TOOLS, THREE_WAY)
-CONFLICTS = "with conflicts in"  # git apply --3way's refusal where its merge conflicts (git says "with conflicts")
+GIT_CONFLICTS = "with conflicts"  # what git apply --3way says where its merge conflicts (rows of earlier runs)
+CONFLICTS = f"{GIT_CONFLICTS} in"  # its refusal here, naming the files
 # a release branch: an optional prefix, a version, optional release-ish suffixes
 RELEASE = re.compile(r"^(?:release[/_-]?v?|r|v)?(\d+)\.(\d+)(?:\.\d+)?(?:\.x|\.X)?"
                      r"(?:[-_.](?:release|post\d*|patch|bis|good)\w*)*$")
@@ -788,7 +789,7 @@ def evidence_table(rows: list[dict], title: str, outcomes: tuple[str, ...]) -> s
 # attempt (`git apply --3way` with the diff's pre-image blob as its base): the first class that holds
 GAP = (("the fix is there already (the engine: already-applied)", lambda r: r[ENGINE_PRE] == "already-applied"),
        ("git's merge conflicts: the release changed the lines the diff edits, or lacks them",
-        lambda r: r[THREE_WAY] == "failed" and "with conflicts" in (r.get(f"{THREE_WAY} why") or "")),
+        lambda r: r[THREE_WAY] == "failed" and GIT_CONFLICTS in (r.get(f"{THREE_WAY} why") or "")),
        ("git's merge fails otherwise", lambda r: r[THREE_WAY] == "failed"),
        ("git's merge is broken (parse, scope or an undefined name)", lambda r: r[THREE_WAY] == "broken"),
        ("git's merge is clean, but uses what the release lacks", lambda r: not usable(r, THREE_WAY)),
