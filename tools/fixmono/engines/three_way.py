@@ -244,15 +244,11 @@ def enclosing_blocks(lines: list[str], at: int, width: int) -> int:
         top, width = header, indentation(lines[header])
 
 
-def decorated(lines: list[str], at: int, width: int) -> int:
-    """The def line below the decorator that line `at` (of indentation `width`) is in or is, within
-    SMALL_BLOCK lines; -1 where it is in none."""
-    if 0 <= at < len(lines) and lines[at].lstrip().startswith("@"):
-        head = at
-    else:
-        head = next((n for n in range(min(at, len(lines)) - 1, max(at - SMALL_BLOCK, 0) - 1, -1)
-                     if lines[n].strip() and indentation(lines[n]) < width), None)
-    if head is None or not lines[head].lstrip().startswith("@"):
+def decorated(lines: list[str], at: int) -> int:
+    """The def line below the decorator that line `at` is in or is (decorator_head), within SMALL_BLOCK
+    lines; -1 where it is in none."""
+    head = decorator_head(lines, at)
+    if head is None:
         return -1
     return next((n for n in range(head + 1, min(head + SMALL_BLOCK, len(lines)))
                  if indentation(lines[n]) == indentation(lines[head]) and defines_a_function(lines[n])), -1)
@@ -270,7 +266,7 @@ def crossed(at: int, removed: int, width: int, here: dict[int, int], pre: list[s
     top = enclosing_blocks(pre, at, width)
     top = min(top, next((i for i in range(at - 1, -1, -1) if i in here), -1) + 1)
     below = next((i for i in range(at + removed, len(pre)) if i in here), len(pre))
-    below = max(below, decorated(pre, at, width) + 1)  # (a decorator's lines: down to the def it decorates)
+    below = max(below, decorated(pre, at) + 1)  # (a decorator's lines: down to the def it decorates)
     above = next((i for i in range(top - 1, -1, -1) if i in here), -1)
     for n in range(top, below):
         if n in here:
