@@ -25,7 +25,7 @@ def superseded(outcomes: list[FixOutcome], read, pre_image) -> list[FixOutcome]:
     for k, outcome in enumerate(outcomes):
         if outcome.status is not Status.FAILED or outcome.validation == "failed":
             continue
-        notes = []
+        notes = {}  # path -> why it is here
         for change in outcome.fix.changes:
             done = next((f for f in outcome.files if f.path == change.path), None)
             if done is not None and done.status is Status.ALREADY_APPLIED:
@@ -33,12 +33,13 @@ def superseded(outcomes: list[FixOutcome], read, pre_image) -> list[FixOutcome]:
             note = carried(change, outcomes[k + 1:], read, pre_image)
             if note is None:
                 break
-            notes.append(note)
+            notes[change.path] = note
         else:
             if notes:
-                out[k] = dataclasses.replace(outcome, status=Status.ALREADY_APPLIED, detail="; ".join(notes),
-                                             files=tuple(dataclasses.replace(f, status=Status.ALREADY_APPLIED)
-                                                         if f.status is Status.FAILED else f for f in outcome.files))
+                files = tuple(dataclasses.replace(f, status=Status.ALREADY_APPLIED, detail=notes[f.path])
+                              if f.path in notes else f for f in outcome.files)
+                out[k] = dataclasses.replace(outcome, status=Status.ALREADY_APPLIED, detail="; ".join(notes.values()),
+                                             files=files)
     return out
 
 

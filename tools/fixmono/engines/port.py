@@ -1445,8 +1445,8 @@ def removed_elsewhere(hunk: Hunk, lines: list[str], scopes, spots: list[int], pr
 def pre_scope(hunk: Hunk, pre_image: str, norm, where: list[str] | None, scoped: bool) \
         -> tuple[list[str] | None, list[str]]:
     """(`where`, or where None the class/def chain of the hunk's first removed line in the diff's pre-image;
-    the normalised lines of the pre-image in that chain): the whole pre-image (None) where not `scoped` (a
-    Python file read), or the pre-image does not parse."""
+    the normalised lines of the pre-image in that chain); the whole pre-image where not `scoped` (a Python
+    file read: `where` as given) or the pre-image does not parse (None: the whole file here too)."""
     pre = lines_of(pre_image)
     if scoped:
         try:
@@ -1457,7 +1457,8 @@ def pre_scope(hunk: Hunk, pre_image: str, norm, where: list[str] | None, scoped:
             if where is None:
                 where = read.chain(hunk.start + [kind for kind, _ in hunk.lines if kind != "+"].index("-"))
             return where, [norm(line) for n, line in enumerate(pre) if read.chain(n + 1) == where]
-    return None, [norm(line) for line in pre]
+        where = None
+    return where, [norm(line) for line in pre]
 
 
 def reworded(removed: str, line: str) -> bool:
