@@ -170,6 +170,12 @@ ONE_SYNC = TWO_SYNCS.replace("    torch.cuda.synchronize()\n    loss", "    loss
 SYNC_GIVEN = SYNC_MOVED.replace("torch.cuda.synchronize()", "torch.cuda.synchronize(model.device)")
 SYNC_HELPER = SYNC_MOVED.replace("torch.cuda.synchronize()", "_sync()") + "\n\ndef _sync():\n    torch.cuda.synchronize()\n"
 EVAL = "\n\ndef evaluate(model, batch):\n    torch.cuda.synchronize()\n    return model(batch)\n"
+LAUNCH_SCALE = ("void Run(const float* x, float* y, int n, cudaStream_t stream) {\n  Prepare(x);\n  Prepare(y);\n"
+                "  LaunchScale(x, y, n);\n  Finish(y);\n}\n")
+WIDENED = ("LaunchScale(x, y, n);", "LaunchScale(x, y, static_cast<int64_t>(n));")
+ON_STREAM = ("LaunchScale(x, y, n);", "LaunchScale(x, y, n, stream);")
+SCALE_OP = ("import torch\n\n\ndef run(x, y, n, stream):\n    x = x.contiguous()\n    y = y.contiguous()\n"
+            "    if n > 0:\n        y = torch.ops.te.scale(x, y, n)\n    torch.cuda.synchronize()\n    return y\n")
 RUN_STREAM = "void Run(Stream* s) {\n  Launch(s);\n  s->Synchronize();\n  Record(s);\n  Free(s);\n  Done();\n}\n"
 NO_STREAM_SYNC = RUN_STREAM.replace("  s->Synchronize();\n", "")
 
@@ -197,6 +203,14 @@ CASES = {
         "t.py", STEP, NO_SYNC, NO_SYNC, "(already applied)", "(already applied)"),
     "a line the diff removes, gone in the release, a copy of it left in the def": (  # only the pre-image tells
         "t.py", TWO_SYNCS, ONE_SYNC, ONE_SYNC, "(already applied)", REFUSED),
+    # a sixth review (2026-11-27, session 11): one line edited by both, the edits merged token by token
+    "an argument the diff wraps in a cast, one the release adds after it": (
+        "r.cc", LAUNCH_SCALE, LAUNCH_SCALE.replace(*WIDENED), LAUNCH_SCALE.replace(*ON_STREAM), REFUSED, REFUSED),
+    "an argument the diff wraps in a call, one the release adds after it (Python)": (
+        "r.py", SCALE_OP, SCALE_OP.replace("(x, y, n)", "(x, y, int(n))"), SCALE_OP.replace("(x, y, n)", "(x, y, n, stream)"),
+        REFUSED, REFUSED),
+    "a comparison the diff makes >=, its constant the release changes": (
+        "r.py", SCALE_OP, SCALE_OP.replace("n > 0", "n >= 0"), SCALE_OP.replace("n > 0", "n > 1"), REFUSED, REFUSED),
     # a fifth review (2026-11-27, session 10): a line the diff removes, moved by the release and changed, or
     # moved into a helper, or moved while a copy elsewhere was deleted (file-wide counts saw no move)
     "a line the diff removes, moved down by the release and given an argument": (

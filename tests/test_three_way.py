@@ -223,6 +223,11 @@ def test_history_is_a_repository_whose_objects_hold_the_pre_image(tmp_path):
     ("if f(a.args[1]):\n", "if f(a.args[1]) or a.args[1] in c:\n", "if f(a.args[0]):\n", None),
     ("if f(a.args[1]):\n", "if f(a.args[1]) or a.args[2] in c:\n", "if f(a.args[0]):\n",
      "if f(a.args[0]) or a.args[2] in c:\n"),  # what it adds is other code: merged
+    # (review 14) an argument wrapped by the diff, one added after it by the release: `int(n, s)` was written
+    ("x = f(a, n)\n", "x = f(a, int(n))\n", "x = f(a, n, s)\n", None),
+    ("x = f(a) + b\n", "x = f(int(a)) + b\n", "x = f(a) + c\n", "x = f(int(a)) + c\n"),  # outside its brackets
+    # an operator and the constant beside it, only a space between: `n >= 1` undid the fix
+    ("if n > 0:\n", "if n >= 0:\n", "if n > 1:\n", None),
 ])
 def test_a_line_both_changed_takes_both_edits_only_where_they_touch_different_tokens(base, ours, theirs, merged):
     assert three_way.merge_line(base, ours, theirs) == merged

@@ -34,7 +34,7 @@ from functools import cached_property
 from difflib import SequenceMatcher
 
 from fixmono.engines.three_way import Conflict, indentation as indent_width, moved_key as three_way_key, \
-    decorator_head, repeats_changed, statement_start
+    apart, decorator_head, repeats_changed, statement_start
 from fixmono.engines.trees import parse
 from fixmono.model.patchfile import Hunk, ending, lines_of
 
@@ -464,9 +464,11 @@ def merged_tokens(base: str, ours: str, theirs: str, syntax: Syntax | None = Non
     spans = sorted([(i1, i2) for _, i1, i2, _, _ in ours_edits] + [(i1, i2) for _, i1, i2, _, _ in theirs_edits])
     if not ours_edits or any(first[1] >= second[0] for first, second in zip(spans, spans[1:])):
         return None  # nothing of the diff's, or two edits that meet (the same edit made by both too)
-    if repeats_changed(words[0], [(i1, i2, words[2][j1:j2]) for _, i1, i2, j1, j2 in theirs_edits],
-                       [w for _, _, _, j1, j2 in ours_edits for w in words[1][j1:j2]]):
+    theirs_tokens = [(i1, i2, words[2][j1:j2]) for _, i1, i2, j1, j2 in theirs_edits]
+    if repeats_changed(words[0], theirs_tokens, [w for _, _, _, j1, j2 in ours_edits for w in words[1][j1:j2]]):
         return None  # what the diff adds repeats what the release changed
+    if not apart(words[0], [(i1, i2, words[1][j1:j2]) for _, i1, i2, j1, j2 in ours_edits], theirs_tokens):
+        return None  # an edit of one side inside brackets the other side's edits open and close
     if theirs_edits and any(repeated_around(words[0], i1, i2) for _, i1, i2, _, _ in ours_edits):
         # (the hunk's own text may name a neighbour the release moved too: not left to it)
         return Conflict("it edits code its statement holds more than once (nested blocks of one text), and the "

@@ -535,13 +535,41 @@ def merge_line(base: str, ours: str, theirs: str) -> str | None:
     if repeats_changed(b, theirs_edits, [token for _, _, added in ours_edits for token in added]):
         return None
     edits = sorted(ours_edits + [e for e in theirs_edits if e not in ours_edits])  # one edit both made: once
-    if any(first[1] >= second[0] for first, second in zip(edits, edits[1:])):
-        return None  # the two edits overlap or touch
+    if any(first[1] >= second[0] or not "".join(b[first[1]:second[0]]).strip()
+           for first, second in zip(edits, edits[1:])):
+        return None  # the two edits overlap or touch (nothing but spaces between: `>` made `>=`, `0` made `1`)
+    if not apart(b, [e for e in ours_edits if e not in theirs_edits], [e for e in theirs_edits if e not in ours_edits]):
+        return None
     out, cursor = [], 0
     for start, stop, tokens in edits:
         out += b[cursor:start] + tokens
         cursor = stop
     return "".join(out + b[cursor:])
+
+
+OPENS, CLOSES = "([{", ")]}"
+
+
+def apart(base: list[str], ours: list[tuple[int, int, list[str]]], theirs: list[tuple[int, int, list[str]]]) -> bool:
+    """No edit of one side falls inside the base tokens that an edit of the other side opens a bracket
+    before and closes it after (`n` made `int(n)` is two edits, `int(` and `)`, around `n )`: the
+    release's `, stream` after `n` would go inside the new call)."""
+    def spans(edits):
+        out, depth, start = [], 0, None
+        for i1, i2, tokens in edits:
+            removed = base[i1:i2]
+            depth += sum(t in OPENS for t in tokens) - sum(t in CLOSES for t in tokens) \
+                - sum(t in OPENS for t in removed) + sum(t in CLOSES for t in removed)
+            start = i1 if start is None else start
+            if depth == 0:
+                out.append((start, i2))
+                start = None
+        return out + ([(start, len(base))] if start is not None else [])
+
+    for mine, other in ((spans(ours), theirs), (spans(theirs), ours)):
+        if any(start < i2 and i1 < stop or start < i1 == i2 < stop for start, stop in mine for i1, i2, _ in other):
+            return False
+    return True
 
 
 def repeats_changed(base: list[str], theirs: list[tuple[int, int, list[str]]], added: list[str]) -> bool:
