@@ -176,6 +176,24 @@ WIDENED = ("LaunchScale(x, y, n);", "LaunchScale(x, y, static_cast<int64_t>(n));
 ON_STREAM = ("LaunchScale(x, y, n);", "LaunchScale(x, y, n, stream);")
 SCALE_OP = ("import torch\n\n\ndef run(x, y, n, stream):\n    x = x.contiguous()\n    y = y.contiguous()\n"
             "    if n > 0:\n        y = torch.ops.te.scale(x, y, n)\n    torch.cuda.synchronize()\n    return y\n")
+SCALE_KERNEL = ("template <typename T>\n__global__ void scale_kernel(T* out, const T* in, float s, int n) {\n"
+                "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) {\n#ifdef USE_ROCM\n"
+                "    float v = static_cast<float>(in[i]);\n    out[i] = static_cast<T>(v * s);\n#else\n"
+                "    float v = static_cast<float>(in[i]);\n    out[i] = static_cast<T>(v * s);\n#endif\n  }\n}\n")
+NONTEMPORAL = ("#ifdef USE_ROCM\n    float v = static_cast<float>(in[i]);",
+               "#ifdef USE_ROCM\n    float v = static_cast<float>(__builtin_nontemporal_load(&in[i]));")
+BARRIER = ("    out[i] = static_cast<T>(v * s);\n#else", "    out[i] = static_cast<T>(v * s);\n"
+           "    __builtin_amdgcn_s_barrier();\n#else")
+MUSA = ("#else\n", "#elif defined(USE_MUSA)\n    float v = static_cast<float>(in[i]);\n"
+        "    out[i] = static_cast<T>(v * s);\n#else\n")
+BRANCHES = ('class Act:\n    def forward(self, x, kind):\n        x = self.norm(x)\n        if kind == "relu":\n'
+            '            x = self.pre(x)\n            x = F.dropout(x)\n            x = self.post(x)\n'
+            '        elif kind == "gelu":\n            x = self.pre(x)\n            x = F.dropout(x)\n'
+            '            x = self.post(x)\n        return x\n')
+COUNTED = ('            x = self.post(x)\n        elif kind == "gelu":',
+           '            x = self.post(x)\n            self.count += 1\n        elif kind == "gelu":')
+SILU = ('        elif kind == "gelu":', '        elif kind == "silu":\n            x = self.pre(x)\n'
+        '            x = F.dropout(x)\n            x = self.post(x)\n        elif kind == "gelu":')
 RUN_STREAM = "void Run(Stream* s) {\n  Launch(s);\n  s->Synchronize();\n  Record(s);\n  Free(s);\n  Done();\n}\n"
 NO_STREAM_SYNC = RUN_STREAM.replace("  s->Synchronize();\n", "")
 
@@ -211,6 +229,17 @@ CASES = {
         REFUSED, REFUSED),
     "a comparison the diff makes >=, its constant the release changes": (
         "r.py", SCALE_OP, SCALE_OP.replace("n > 0", "n >= 0"), SCALE_OP.replace("n > 0", "n > 1"), REFUSED, REFUSED),
+    # (review 14) bodies of one text told apart by their conditions alone
+    "a line added at a branch's end, a branch of the same body added after it (the hunk shows the next)": (
+        "a.py", BRANCHES, BRANCHES.replace(*COUNTED), BRANCHES.replace(*SILU), REFUSED, ...),
+    "a ROCm branch's line edited, the release negating its #ifdef (bodies alike)": (
+        "k.cu", SCALE_KERNEL, SCALE_KERNEL.replace(*NONTEMPORAL), SCALE_KERNEL.replace("#ifdef", "#ifndef"), REFUSED,
+        REFUSED),
+    "a line added at a ROCm branch's end, an #elif of the same body added after it": (
+        "k.cu", SCALE_KERNEL, SCALE_KERNEL.replace(*BARRIER), SCALE_KERNEL.replace(*MUSA), REFUSED, REFUSED),
+    "#ifdef and #else bodies of one text swapped by the release's conditions": (
+        "k.cu", SCALE_KERNEL, SCALE_KERNEL.replace(*NONTEMPORAL),
+        SCALE_KERNEL.replace("#ifdef USE_ROCM", "#if !defined(USE_ROCM)"), REFUSED, REFUSED),
     # a fifth review (2026-11-27, session 10): a line the diff removes, moved by the release and changed, or
     # moved into a helper, or moved while a copy elsewhere was deleted (file-wide counts saw no move)
     "a line the diff removes, moved down by the release and given an argument": (
@@ -473,6 +502,11 @@ GIT_CASES = {
         "configs.py", presets("base", "large", "xl"), eps_of(presets("base", "large", "xl"), "large"),
         presets("base", "large", "large_v2", "xl"), eps_of(presets("base", "large", "large_v2", "xl"), "large"),
         REFUSED),
+    "a ROCm branch's line edited, the release negating its #ifdef (a git diff: its header the kernel)": (
+        "k.cu", SCALE_KERNEL, SCALE_KERNEL.replace(*NONTEMPORAL), SCALE_KERNEL.replace("#ifdef", "#ifndef"), REFUSED,
+        REFUSED),
+    "a line added at a ROCm branch's end, an #elif of the same body added after it (a git diff)": (
+        "k.cu", SCALE_KERNEL, SCALE_KERNEL.replace(*BARRIER), SCALE_KERNEL.replace(*MUSA), REFUSED, REFUSED),
     "two module-level dicts of one text the release swapped (git's header names the dict)": (
         "configs.py", CONFIGS, CONFIGS.replace(*EPS), CONFIGS_SWAPPED, REFUSED, CONFIGS_SWAPPED.replace(*EPS)),
     "a method appended to a class the release gave a new neighbour": (

@@ -209,6 +209,9 @@ def wrapped_macro(header: str) -> str | None:
     return f"{match[1]}({','.join(arg.strip() for arg in match[2].split(','))}" if match else None
 
 
+BRANCH = re.compile(r"\s*(?:\}\s*)?(?:if|elif|else|except|case|default)\b")  # a branch's first line
+
+
 class CppScopes:
     """The function/class/namespace chain of every line of a C/C++ source
     (tree-sitter, after masking macros; engines/cpp.py). An out-of-line
@@ -482,6 +485,13 @@ class DiffTransform:
                 absent.append(hunk.label)
             else:
                 start, stop, replacement, new_rows = result
+                if pre is not None and not is_pre_image and not (planned and planned[n] is not None) and scopes and \
+                        (other := self.another_block(hunk, start, pre, lines_of(source), scopes)):
+                    raise TransformFailed(f"{hunk.label}: its text fits here, but {other}; refusing to put it there "
+                                          "(by the diff's pre-image)")
+                if pre is not None and not is_pre_image and self.engine == "cpp" and \
+                        (other := another_directive(self.hunks[n], pre, lines, start, replacement)):
+                    raise TransformFailed(f"{hunk.label}: {other}; refusing to put it there (by the diff's pre-image)")
                 later = next((p for p in (planned or ())[n + 1:] if p is not None), None)
                 if later is not None and stop > later[0] + offset:  # (placed by its text, below a later hunk)
                     raise TransformFailed(f"{hunk.label}: its text fits below the place of a later hunk; refusing "
@@ -522,6 +532,25 @@ class DiffTransform:
         at = expected - gap - len(before.new)
         return at >= 0 and lines[at:at + len(before.new)] == list(before.new) and (
             pre is None or lines[expected - gap:expected] == pre[start - gap:start])
+
+    def another_block(self, hunk: Hunk, start: int, pre: list[str], target: list[str], scopes) -> str | None:
+        """Where the hunks' text placed `hunk` (at current line `start`): a change whose branch (the clause
+        line above it: `elif kind == "silu":`) is another branch than in the diff's pre-image (`if kind ==
+        "relu":`), which the release still has; the hunk showed the next clause (a branch of one body the
+        release added beside the edited one): why."""
+        for i, j, before in hunk.runs():
+            original = scopes.original_line(start + before + 1)
+            width = three_way.indentation(next((text for _, text in hunk.lines[i:j] if text.strip()), ""))
+            if original is None or scopes.written(start + before, 1) or not width:
+                continue
+            mine, theirs = (structure.less_indented(lines, at, width)
+                            for lines, at in ((pre, hunk.first + before), (target, original - 1)))
+            if mine is None or theirs is None or not BRANCH.match(pre[mine]) or not BRANCH.match(target[theirs]):
+                continue
+            ours, here = scopes.norm(pre[mine]), scopes.norm(target[theirs])
+            if ours != here and ours in {scopes.norm(line) for line in target}:
+                return f"its lines are in the branch `{here}` here, in `{ours}` in the diff's pre-image"
+        return None
 
     def through_pre_image(self, source: str, pre_image: str | None, is_pre_image: bool, found_in: str = ""):
         """(the hunks' places found by aligning the diff's pre-image to `source`, or None; what placed them)."""
@@ -904,6 +933,54 @@ def place(hunk: Hunk, lines: list[str], expected: int, scopes: "Mapped | None", 
     return place_normalised(hunk, lines, scopes, confirmed, top_level, unshown, in_scope, unconfirmed)
 
 
+DIRECTIVE = re.compile(r"\s*#\s*(if|ifdef|ifndef|elif|else|endif)\b")
+
+
+def branch_of(lines: list[str], at: int) -> tuple[frozenset, str] | None:
+    """The preprocessor branch line index `at` is in: (the conditions of its conditional's branches above
+    it, the `#if` included; its own condition, or "#else"), each written as a condition (`#ifdef X`:
+    `defined(X)`, `#elif X`: `X`, spaces collapsed); None outside every conditional."""
+    depth, own, seen = 0, None, set()
+    for n in range(min(at, len(lines)) - 1, -1, -1):
+        if not (match := DIRECTIVE.match(lines[n])):
+            continue
+        word, rest = match[1], " ".join(lines[n][match.end():].split())
+        if word == "endif":
+            depth += 1
+            continue
+        if depth:
+            depth -= word in ("if", "ifdef", "ifndef")
+            continue
+        condition = "#else" if word == "else" else f"defined({rest})" if word == "ifdef" else \
+            f"!defined({rest})" if word == "ifndef" else rest
+        own = condition if own is None else own
+        seen.add(condition)
+        if word in ("if", "ifdef", "ifndef"):
+            return frozenset(seen - {"#else"}), own
+    return None
+
+
+def another_directive(hunk: Hunk, pre: list[str], lines: list[str], start: int, replacement: list[str]) -> str | None:
+    """C/C++, with the diff's pre-image: the first line a placed hunk changes is under another preprocessor
+    condition here than in the pre-image (the release swapped `#if`/`#elif` conditions of one body, or made
+    `#ifdef USE_ROCM` `#ifndef`; an `#else` whose conditional lost a condition): why. Bodies of one text
+    under several conditions are told apart by the conditions alone, which the alignment of lines pairs by
+    their place. A condition the release put below a new one (`#if X` made `#elif X`) is the same."""
+    first = next((i for i, (kind, _) in enumerate(hunk.lines) if kind != " "), None)
+    if first is None:
+        return None
+    at = hunk.first + sum(kind != "+" for kind, _ in hunk.lines[:first])
+    spot = start + next((k for k in range(len(replacement)) if start + k >= len(lines) or replacement[k] != lines[start + k]),
+                        len(replacement))
+    mine, theirs = branch_of(pre, at), branch_of(lines, spot)
+    if mine == theirs or mine and theirs and mine[1] == theirs[1] and (mine[1] != "#else" or mine[0] <= theirs[0]):
+        return None
+    def said(branch):
+        return "no #if" if branch is None else f"#else of {' / '.join(sorted(branch[0]))}" if branch[1] == "#else" \
+            else branch[1]
+    return f"its lines are under `{said(theirs)}` here, `{said(mine)}` in the diff's pre-image"
+
+
 def block_twins(hunk: Hunk, lines: list[str], scopes) -> list[int]:
     """Where the hunk's own block stands in `lines` under the statement git's header names: its rows
     around its change indented as deep as the change or deeper, with the line above that opens the block
@@ -1124,6 +1201,9 @@ def place_normalised(hunk: Hunk, lines: list[str], scopes, confirmed, top_level:
             return None
         if trim and not any(k == "-" for _, k, _ in core_old) and len(core_old) < 2:
             return None
+        kept = {i for i, _, _ in core_old}
+        if trim and any(DIRECTIVE.match(hunk.lines[i][1]) for i, _, _ in olds if i not in kept):
+            return None  # a preprocessor condition it shows (`#ifdef USE_ROCM`) tells bodies of one text apart
         if not reaches_the_change(hunk, core_old, norm):
             return None
         keep = {i for i, _, _ in core_old}
