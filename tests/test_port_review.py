@@ -194,6 +194,13 @@ COUNTED = ('            x = self.post(x)\n        elif kind == "gelu":',
            '            x = self.post(x)\n            self.count += 1\n        elif kind == "gelu":')
 SILU = ('        elif kind == "gelu":', '        elif kind == "silu":\n            x = self.pre(x)\n'
         '            x = F.dropout(x)\n            x = self.post(x)\n        elif kind == "gelu":')
+SUM_BODY = ("  CHECK(x != nullptr);\n  auto acc = Zero<T>();\n  for (int i = 0; i < n; ++i) acc += x[i];\n"
+            "  Store(out, acc);\n  return acc;\n}\n")
+SUM = '#include "sum.h"\n\ntemplate <typename T>\nT Sum(const T* x, T* out, int n) {\n' + SUM_BODY
+SUM_OVERLOADED = SUM.replace("template", "template <typename T>\nT Sum(const T* x, T* out, int64_t n) {\n" + SUM_BODY
+                             + "\ntemplate", 1)
+SYNCED = ("  Store(out, acc);\n  return acc;\n}\n", "  Store(out, acc);\n  Sync();\n  return acc;\n}\n")
+SUM_SYNCED = SYNCED[1].join(SUM_OVERLOADED.rsplit(SYNCED[0], 1))  # in the `int n` one, the last
 RUN_STREAM = "void Run(Stream* s) {\n  Launch(s);\n  s->Synchronize();\n  Record(s);\n  Free(s);\n  Done();\n}\n"
 NO_STREAM_SYNC = RUN_STREAM.replace("  s->Synchronize();\n", "")
 
@@ -507,6 +514,8 @@ GIT_CASES = {
         REFUSED),
     "a line added at a ROCm branch's end, an #elif of the same body added after it (a git diff)": (
         "k.cu", SCALE_KERNEL, SCALE_KERNEL.replace(*BARRIER), SCALE_KERNEL.replace(*MUSA), REFUSED, REFUSED),
+    "an overload of one body added above the function git's header names (its first line)": (
+        "s.cc", SUM, SUM.replace(*SYNCED), SUM_OVERLOADED, SUM_SYNCED, SUM_SYNCED),
     "two module-level dicts of one text the release swapped (git's header names the dict)": (
         "configs.py", CONFIGS, CONFIGS.replace(*EPS), CONFIGS_SWAPPED, REFUSED, CONFIGS_SWAPPED.replace(*EPS)),
     "a method appended to a class the release gave a new neighbour": (

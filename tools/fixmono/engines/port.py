@@ -671,6 +671,14 @@ class Mapped:
     def has(self, names: list[str]) -> bool:
         return self.scopes.has(names)
 
+    def def_of(self, at: int) -> tuple:
+        """The def current line index `at` is in: its chain and its first line as it was (overloads apart)."""
+        original = self.original_line(at + 1)
+        if original is None:
+            return ()
+        holding = [start for start, end, _ in self.scopes.functions if start <= original <= end]
+        return tuple(self.scopes.chain(original)), self.norm(self.original[max(holding) - 1]) if holding else ""
+
     def as_here(self, names: list[str]) -> list[str]:
         """`names` as this file has them: a scope the diff renames is found by its new name in its own post-image."""
         if not names or self.scopes.has(names) or names[-1] not in self.renamed:
@@ -919,6 +927,9 @@ def place(hunk: Hunk, lines: list[str], expected: int, scopes: "Mapped | None", 
                               f"its text here (lines {', '.join(str(p + 1) for p in twins[:5])}); only the lines of "
                               "a neighbouring block that it shows tell them apart (the release may have reordered "
                               "them); refusing to guess")
+    if not python and hunk.header.strip():  # git's header the first line of one of several overloads its text fits
+        found_old, found_new = (by_signature(found, hunk, scopes, side)
+                                for found, side in ((found_old, "-"), (found_new, "+")))
     at = choose(hunk, found_old, found_new, expected, "its lines", (len(old), len(new)),
                 expected + hunk.new_start - hunk.start, alike, by_line)
     if at is not None:
@@ -979,6 +990,17 @@ def another_directive(hunk: Hunk, pre: list[str], lines: list[str], start: int, 
         return "no #if" if branch is None else f"#else of {' / '.join(sorted(branch[0]))}" if branch[1] == "#else" \
             else branch[1]
     return f"its lines are under `{said(theirs)}` here, `{said(mine)}` in the diff's pre-image"
+
+
+def by_signature(found: list[int], hunk: Hunk, scopes, side: str) -> list[int]:
+    """Of the places `found` in several C/C++ functions, those in the function whose first line is git's
+    header for the hunk (`T Sum(const T* x, T* out, int n) {`, not the `int64_t n` overload of one body
+    added above it), where that tells; else `found` as it is."""
+    defs = {p: scopes.def_of(p + probe_row(hunk, side)) for p in found}
+    if len(set(defs.values())) < 2:
+        return found
+    named = [p for p, key in defs.items() if key and key[1] == scopes.norm(hunk.header)]
+    return named or found
 
 
 def block_twins(hunk: Hunk, lines: list[str], scopes) -> list[int]:
