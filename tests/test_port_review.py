@@ -201,6 +201,13 @@ SUM_OVERLOADED = SUM.replace("template", "template <typename T>\nT Sum(const T* 
                              + "\ntemplate", 1)
 SYNCED = ("  Store(out, acc);\n  return acc;\n}\n", "  Store(out, acc);\n  Sync();\n  return acc;\n}\n")
 SUM_SYNCED = SYNCED[1].join(SUM_OVERLOADED.rsplit(SYNCED[0], 1))  # in the `int n` one, the last
+AUTOCAST = ('import torch\n\n\ndef step(model, x, dtype):\n    x = model.embed(x)\n    with torch.autocast("cuda"):\n'
+            '        h = model.proj(x)\n        h = model.act(h)\n        x = x + h\n    x = model.norm(x)\n    return x\n')
+CLAMPED = ("        x = x + h\n    x = model.norm(x)\n", "        x = x + h\n    x = x.clamp(-65504, 65504)\n"
+           "    x = model.norm(x)\n")
+BF16_BLOCK = ("        x = x + h\n    x = model.norm(x)\n", '        x = x + h\n    with torch.autocast("cuda", '
+              'dtype=torch.bfloat16):\n        h = model.proj(x)\n        h = model.act(h)\n        x = x + h\n'
+              '    x = model.norm(x)\n')
 RUN_STREAM = "void Run(Stream* s) {\n  Launch(s);\n  s->Synchronize();\n  Record(s);\n  Free(s);\n  Done();\n}\n"
 NO_STREAM_SYNC = RUN_STREAM.replace("  s->Synchronize();\n", "")
 
@@ -239,6 +246,8 @@ CASES = {
     # (review 14) bodies of one text told apart by their conditions alone
     "a line added at a branch's end, a branch of the same body added after it (the hunk shows the next)": (
         "a.py", BRANCHES, BRANCHES.replace(*COUNTED), BRANCHES.replace(*SILU), REFUSED, ...),
+    "a line added after a with block, a block of the same body added after it": (
+        "s.py", AUTOCAST, AUTOCAST.replace(*CLAMPED), AUTOCAST.replace(*BF16_BLOCK), REFUSED, ...),
     "a ROCm branch's line edited, the release negating its #ifdef (bodies alike)": (
         "k.cu", SCALE_KERNEL, SCALE_KERNEL.replace(*NONTEMPORAL), SCALE_KERNEL.replace("#ifdef", "#ifndef"), REFUSED,
         REFUSED),

@@ -209,7 +209,8 @@ def wrapped_macro(header: str) -> str | None:
     return f"{match[1]}({','.join(arg.strip() for arg in match[2].split(','))}" if match else None
 
 
-BRANCH = re.compile(r"\s*(?:\}\s*)?(?:if|elif|else|except|case|default)\b")  # a branch's first line
+CONTROL = re.compile(r"\s*(?:\}\s*)?(?:(?:async\s+)?(?:with|for)|if|elif|else|while|try|except|finally|match|case|"
+                     r"switch|do|catch|default)\b")  # the first line of a block inside a function
 
 
 class CppScopes:
@@ -534,22 +535,28 @@ class DiffTransform:
             pre is None or lines[expected - gap:expected] == pre[start - gap:start])
 
     def another_block(self, hunk: Hunk, start: int, pre: list[str], target: list[str], scopes) -> str | None:
-        """Where the hunks' text placed `hunk` (at current line `start`): a change whose branch (the clause
-        line above it: `elif kind == "silu":`) is another branch than in the diff's pre-image (`if kind ==
-        "relu":`), which the release still has; the hunk showed the next clause (a branch of one body the
-        release added beside the edited one): why."""
-        for i, j, before in hunk.runs():
+        """Where the hunks' text placed `hunk` (at current line `start`): a line of it (shown or changed)
+        whose block inside a function (its header, the nearest line above it indented less: `elif kind ==
+        "silu":`, `with autocast(dtype=bf16):`) is another block than in the diff's pre-image (`if kind ==
+        "relu":`, `with autocast():`), which the release still has: why. The hunk's text fit only by the lines of a block of
+        one body the release added beside the edited one (the next clause, the line after it)."""
+        olds = [n for n, (kind, _) in enumerate(hunk.lines) if kind != "+"]
+        rows = [(n, k) for k, n in enumerate(olds)] + [(i, before) for i, _, before in hunk.runs()]
+        known = None
+        for row, before in rows:
+            width = three_way.indentation(hunk.lines[row][1])
             original = scopes.original_line(start + before + 1)
-            width = three_way.indentation(next((text for _, text in hunk.lines[i:j] if text.strip()), ""))
-            if original is None or scopes.written(start + before, 1) or not width:
-                continue
+            if not hunk.lines[row][1].strip() or not width or original is None or scopes.written(start + before, 1) \
+                    or before >= len(hunk.old) or scopes.norm(target[original - 1]) != scopes.norm(hunk.old[before]):
+                continue  # (a line its trimmed context dropped, or an earlier hunk's: not where the diff has it)
             mine, theirs = (structure.less_indented(lines, at, width)
                             for lines, at in ((pre, hunk.first + before), (target, original - 1)))
-            if mine is None or theirs is None or not BRANCH.match(pre[mine]) or not BRANCH.match(target[theirs]):
-                continue
+            if mine is None or theirs is None or not CONTROL.match(pre[mine]) or not CONTROL.match(target[theirs]):
+                continue  # (a def's lines: the scopes judge them; a method the release moved has new neighbours)
             ours, here = scopes.norm(pre[mine]), scopes.norm(target[theirs])
-            if ours != here and ours in {scopes.norm(line) for line in target}:
-                return f"its lines are in the branch `{here}` here, in `{ours}` in the diff's pre-image"
+            known = {scopes.norm(line) for line in target} if known is None else known
+            if ours != here and ours in known:
+                return f"its lines are in the block `{here}` here, in `{ours}` in the diff's pre-image"
         return None
 
     def through_pre_image(self, source: str, pre_image: str | None, is_pre_image: bool, found_in: str = ""):
