@@ -184,6 +184,9 @@ NONTEMPORAL = ("#ifdef USE_ROCM\n    float v = static_cast<float>(in[i]);",
                "#ifdef USE_ROCM\n    float v = static_cast<float>(__builtin_nontemporal_load(&in[i]));")
 BARRIER = ("    out[i] = static_cast<T>(v * s);\n#else", "    out[i] = static_cast<T>(v * s);\n"
            "    __builtin_amdgcn_s_barrier();\n#else")
+ROCM_ONLY = SCALE_KERNEL.replace("#else\n    float v = static_cast<float>(in[i]);\n    out[i] = static_cast<T>(v * s);\n",
+                                 "")  # one branch, under `#ifdef USE_ROCM`
+UNCONDITIONAL = ROCM_ONLY.replace("#ifdef USE_ROCM\n", "").replace("#endif\n", "")
 MUSA = ("#else\n", "#elif defined(USE_MUSA)\n    float v = static_cast<float>(in[i]);\n"
         "    out[i] = static_cast<T>(v * s);\n#else\n")
 BRANCHES = ('class Act:\n    def forward(self, x, kind):\n        x = self.norm(x)\n        if kind == "relu":\n'
@@ -253,6 +256,9 @@ CASES = {
         REFUSED),
     "a line added at a ROCm branch's end, an #elif of the same body added after it": (
         "k.cu", SCALE_KERNEL, SCALE_KERNEL.replace(*BARRIER), SCALE_KERNEL.replace(*MUSA), REFUSED, REFUSED),
+    "a line main put under an #if, the release's under none (TE 4b6c07d430 on release_v1.9)": (
+        "k.cu", ROCM_ONLY, ROCM_ONLY.replace(*NONTEMPORAL), UNCONDITIONAL,
+        UNCONDITIONAL.replace(*(side.removeprefix("#ifdef USE_ROCM\n") for side in NONTEMPORAL)), REFUSED),
     "#ifdef and #else bodies of one text swapped by the release's conditions": (
         "k.cu", SCALE_KERNEL, SCALE_KERNEL.replace(*NONTEMPORAL),
         SCALE_KERNEL.replace("#ifdef USE_ROCM", "#if !defined(USE_ROCM)"), REFUSED, REFUSED),

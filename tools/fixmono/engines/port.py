@@ -983,19 +983,21 @@ def another_directive(hunk: Hunk, pre: list[str], lines: list[str], start: int, 
     condition here than in the pre-image (the release swapped `#if`/`#elif` conditions of one body, or made
     `#ifdef USE_ROCM` `#ifndef`; an `#else` whose conditional lost a condition): why. Bodies of one text
     under several conditions are told apart by the conditions alone, which the alignment of lines pairs by
-    their place. A condition the release put below a new one (`#if X` made `#elif X`) is the same."""
+    their place. A condition the release put below a new one (`#if X` made `#elif X`) is the same; code
+    under no condition on one side (main put a conditional around it) has no twin to be confused with."""
     first = next((i for i, (kind, _) in enumerate(hunk.lines) if kind != " "), None)
     if first is None:
         return None
     at = hunk.first + sum(kind != "+" for kind, _ in hunk.lines[:first])
-    spot = start + next((k for k in range(len(replacement)) if start + k >= len(lines) or replacement[k] != lines[start + k]),
-                        len(replacement))
+    spot = start + next((k for k in range(len(replacement))
+                         if start + k >= len(lines) or replacement[k] != lines[start + k]), len(replacement))
     mine, theirs = branch_of(pre, at), branch_of(lines, spot)
-    if mine == theirs or mine and theirs and mine[1] == theirs[1] and (mine[1] != "#else" or mine[0] <= theirs[0]):
+    if mine is None or theirs is None or mine[1] == theirs[1] and (mine[1] != "#else" or mine[0] <= theirs[0]):
         return None
-    def said(branch):
-        return "no #if" if branch is None else f"#else of {' / '.join(sorted(branch[0]))}" if branch[1] == "#else" \
-            else branch[1]
+
+    def said(branch: tuple[frozenset, str]) -> str:
+        return f"#else of {' / '.join(sorted(branch[0]))}" if branch[1] == "#else" else branch[1]
+
     return f"its lines are under `{said(theirs)}` here, `{said(mine)}` in the diff's pre-image"
 
 
