@@ -189,6 +189,13 @@ ROCM_ONLY = SCALE_KERNEL.replace("#else\n    float v = static_cast<float>(in[i])
 UNCONDITIONAL = ROCM_ONLY.replace("#ifdef USE_ROCM\n", "").replace("#endif\n", "")
 MUSA = ("#else\n", "#elif defined(USE_MUSA)\n    float v = static_cast<float>(in[i]);\n"
         "    out[i] = static_cast<T>(v * s);\n#else\n")
+PREPROCESSED = {  # bodies of one text under two conditions (review 14): both diff forms
+    "a ROCm branch's line edited, the release negating its #ifdef (bodies alike)": (
+        "k.cu", SCALE_KERNEL, SCALE_KERNEL.replace(*NONTEMPORAL), SCALE_KERNEL.replace("#ifdef", "#ifndef"), REFUSED,
+        REFUSED),
+    "a line added at a ROCm branch's end, an #elif of the same body added after it": (
+        "k.cu", SCALE_KERNEL, SCALE_KERNEL.replace(*BARRIER), SCALE_KERNEL.replace(*MUSA), REFUSED, REFUSED),
+}
 BRANCHES = ('class Act:\n    def forward(self, x, kind):\n        x = self.norm(x)\n        if kind == "relu":\n'
             '            x = self.pre(x)\n            x = F.dropout(x)\n            x = self.post(x)\n'
             '        elif kind == "gelu":\n            x = self.pre(x)\n            x = F.dropout(x)\n'
@@ -251,11 +258,7 @@ CASES = {
         "a.py", BRANCHES, BRANCHES.replace(*COUNTED), BRANCHES.replace(*SILU), REFUSED, ...),
     "a line added after a with block, a block of the same body added after it": (
         "s.py", AUTOCAST, AUTOCAST.replace(*CLAMPED), AUTOCAST.replace(*BF16_BLOCK), REFUSED, ...),
-    "a ROCm branch's line edited, the release negating its #ifdef (bodies alike)": (
-        "k.cu", SCALE_KERNEL, SCALE_KERNEL.replace(*NONTEMPORAL), SCALE_KERNEL.replace("#ifdef", "#ifndef"), REFUSED,
-        REFUSED),
-    "a line added at a ROCm branch's end, an #elif of the same body added after it": (
-        "k.cu", SCALE_KERNEL, SCALE_KERNEL.replace(*BARRIER), SCALE_KERNEL.replace(*MUSA), REFUSED, REFUSED),
+    **PREPROCESSED,
     "a line main put under an #if, the release's under none (TE 4b6c07d430 on release_v1.9)": (
         "k.cu", ROCM_ONLY, ROCM_ONLY.replace(*NONTEMPORAL), UNCONDITIONAL,
         UNCONDITIONAL.replace(*(side.removeprefix("#ifdef USE_ROCM\n") for side in NONTEMPORAL)), REFUSED),
@@ -524,11 +527,7 @@ GIT_CASES = {
         "configs.py", presets("base", "large", "xl"), eps_of(presets("base", "large", "xl"), "large"),
         presets("base", "large", "large_v2", "xl"), eps_of(presets("base", "large", "large_v2", "xl"), "large"),
         REFUSED),
-    "a ROCm branch's line edited, the release negating its #ifdef (a git diff: its header the kernel)": (
-        "k.cu", SCALE_KERNEL, SCALE_KERNEL.replace(*NONTEMPORAL), SCALE_KERNEL.replace("#ifdef", "#ifndef"), REFUSED,
-        REFUSED),
-    "a line added at a ROCm branch's end, an #elif of the same body added after it (a git diff)": (
-        "k.cu", SCALE_KERNEL, SCALE_KERNEL.replace(*BARRIER), SCALE_KERNEL.replace(*MUSA), REFUSED, REFUSED),
+    **{f"{name} (a git diff: its header the kernel)": case for name, case in PREPROCESSED.items()},
     "an overload of one body added above the function git's header names (its first line)": (
         "s.cc", SUM, SUM.replace(*SYNCED), SUM_OVERLOADED, SUM_SYNCED, SUM_SYNCED),
     "two module-level dicts of one text the release swapped (git's header names the dict)": (
