@@ -10,20 +10,20 @@ import pytest
 
 from fixmono.testing import git, make_patch, make_repo, snapshot
 
-BASE = """import os
+BASE = """import math
 
 
-class Module:
-    def forward(self, x):
-        y = x + 1
-        return y
+class WarmupScheduler:
+    def lr(self, step):
+        scale = step + 1
+        return self.base * scale / self.warmup
 
 
-def helper():
+def floor_lr(lr):
     return 1
 """
-FIRST = BASE.replace("y = x + 1", "y = x + 2").replace("return 1", "return 2")  # two hunks
-SECOND = FIRST.replace("y = x + 2", "y = x + 3")  # the first hunk's line again
+FIRST = BASE.replace("scale = step + 1", "scale = step + 2").replace("return 1", "return 2")  # two hunks
+SECOND = FIRST.replace("scale = step + 2", "scale = step + 3")  # the first hunk's line again
 
 
 def commit(repo, text: str, subject: str) -> None:
@@ -62,11 +62,11 @@ def test_a_hunk_of_its_own_not_there_keeps_it_failed(tmp_path, made):
 
 
 def test_a_later_patch_not_made_on_it_keeps_it_failed(tmp_path, made):
-    """The second patch made on another text (`import sys` where the first patch's result has `import os`;
+    """The second patch made on another text (`import cmath` where the first patch's result has `import math`;
     its hunk applies there line for line): the chain of pre-images breaks, nothing is composed."""
     other = make_repo(tmp_path / "other", {"torch/__init__.py": "",
-                                           "torch/nn/m.py": FIRST.replace("import os", "import sys")})
-    commit(other, SECOND.replace("import os", "import sys"), "Fix the offset again")
+                                           "torch/nn/m.py": FIRST.replace("import math", "import cmath")})
+    commit(other, SECOND.replace("import math", "import cmath"), "Fix the offset again")
     second = next((tmp_path / "series").glob("0002-*"))
     second.write_text(git(other, "format-patch", "-1", "--stdout"))
     code, found = statuses(tmp_path, made)
