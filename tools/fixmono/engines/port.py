@@ -538,19 +538,23 @@ class DiffTransform:
         """Where the hunks' text placed `hunk` (at current line `start`): a line of it (shown or changed)
         whose block inside a function (its header, the nearest line above it indented less: `elif kind ==
         "silu":`, `with autocast(dtype=bf16):`) is another block than in the diff's pre-image (`if kind ==
-        "relu":`, `with autocast():`), which the release still has: why. The hunk's text fit only by the lines of a block of
-        one body the release added beside the edited one (the next clause, the line after it)."""
+        "relu":`, `with autocast():`), which the release still has: why. The hunk's text fit only by the
+        lines of a block of one body the release added beside the edited one (the next clause, the line after
+        it)."""
         olds = [n for n, (kind, _) in enumerate(hunk.lines) if kind != "+"]
         rows = [(n, k) for k, n in enumerate(olds)] + [(i, before) for i, _, before in hunk.runs()]
         known = None
         for row, before in rows:
             width = three_way.indentation(hunk.lines[row][1])
             original = scopes.original_line(start + before + 1)
-            if not hunk.lines[row][1].strip() or not width or original is None or scopes.written(start + before, 1) \
-                    or before >= len(hunk.old) or scopes.norm(target[original - 1]) != scopes.norm(hunk.old[before]):
-                continue  # (a line its trimmed context dropped, or an earlier hunk's: not where the diff has it)
-            mine, theirs = (structure.less_indented(lines, at, width)
-                            for lines, at in ((pre, hunk.first + before), (target, original - 1)))
+            if not scopes.norm(hunk.lines[row][1]) or not width or original is None or \
+                    scopes.written(start + before, 1) or before >= len(hunk.old) or \
+                    target[original - 1].strip() != hunk.old[before].strip():
+                continue  # (a comment, a line its trimmed context dropped, or an earlier hunk's: not where the diff
+                # has it)
+            mine = structure.less_indented(pre, hunk.first + before, width)
+            shift = three_way.indentation(target[original - 1]) - three_way.indentation(hunk.old[before])
+            theirs = structure.less_indented(target, original - 1, width + shift)  # (the release re-indented it)
             if mine is None or theirs is None or not CONTROL.match(pre[mine]) or not CONTROL.match(target[theirs]):
                 continue  # (a def's lines: the scopes judge them; a method the release moved has new neighbours)
             ours, here = scopes.norm(pre[mine]), scopes.norm(target[theirs])
