@@ -87,3 +87,16 @@ def test_a_later_patch_still_to_apply_leaves_the_first_to_the_port(tmp_path, mad
     git(made, "checkout", "-q", "HEAD~2")
     code, found = statuses(tmp_path, made)
     assert code == 0 and [status for status, _ in found] == ["applied", "applied"]
+
+
+def test_a_file_without_a_last_line_end_is_judged_too(tmp_path):
+    """Its last line edited by both patches, no line end after it: the composed diff carries git's
+    `\\ No newline at end of file` (the whole run ended in "not a well-formed diff", exit 2; review 15)."""
+    text = BASE.rstrip("\n")
+    repo = make_repo(tmp_path / "made", {"torch/__init__.py": "", "torch/nn/m.py": text})
+    commit(repo, text.replace("scale = step + 1", "scale = step + 2").replace("return 1", "return 2"), "First")
+    commit(repo, text.replace("scale = step + 1", "scale = step + 2").replace("return 1", "return 3"), "Again")
+    git(repo, "format-patch", "-q", "-2", "-o", str(tmp_path / "series"))
+    code, found = statuses(tmp_path, repo)
+    assert code == 0 and [status for status, _ in found] == ["already-applied", "already-applied"]
+

@@ -12,7 +12,7 @@ import difflib
 
 from fixmono.engines import three_way
 from fixmono.engines.port import DiffTransform
-from fixmono.model.errors import NotApplicable, TargetSyntaxError, TransformFailed
+from fixmono.model.errors import NotApplicable, TargetSyntaxError, TransformFailed, UserError
 from fixmono.model.outcome import FixOutcome, Status
 from fixmono.model.patchfile import git_blob_id, lines_of, parse_patch
 
@@ -69,14 +69,22 @@ def carried(change, later: list[FixOutcome], read, pre_image) -> str | None:
         after.append(outcome.fix.id)
     if not after or text is None or text == pre:
         return None
-    diff = "".join(difflib.unified_diff(lines_of(pre), lines_of(text), f"a/{path}", f"b/{path}"))
-    composed = DiffTransform(path, parse_patch(diff, path).files[0].hunks)
     try:
+        composed = DiffTransform(path, parse_patch(unified(pre, text, path), path).files[0].hunks)
         if composed.rewrite(here, pre).changed:
             return None
-    except (TransformFailed, NotApplicable, TargetSyntaxError):
+    except (TransformFailed, NotApplicable, TargetSyntaxError, UserError):
         return None
     return f"{path}: present as the series leaves it ({', '.join(after)} edit its lines again, and are here)"
+
+
+def unified(before: str, after: str, path: str) -> str:
+    """The unified diff of two texts, with git's `\\ No newline at end of file` where a last line has no
+    line end (difflib writes none: its diff did not parse)."""
+    out = []
+    for line in difflib.unified_diff(lines_of(before), lines_of(after), f"a/{path}", f"b/{path}"):
+        out.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
+    return "".join(out)
 
 
 def exactly(text: str, hunks) -> str | None:
