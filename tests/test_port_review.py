@@ -245,6 +245,9 @@ CASES = {
         "t.py", STEP, NO_SYNC, NO_SYNC, "(already applied)", "(already applied)"),
     "a line the diff removes, gone in the release, a copy of it left in the def": (  # only the pre-image tells
         "t.py", TWO_SYNCS, ONE_SYNC, ONE_SYNC, "(already applied)", REFUSED),
+    "an early return the diff removes, moved up by the release (a trivial line, the pre-image counts it)": (
+        "r.py", "def f(a):\n    a.x()\n    return\n    a.y()\n", "def f(a):\n    a.x()\n    a.y()\n",
+        "def f(a):\n    return\n    a.x()\n    a.y()\n", REFUSED, ...),
     # a sixth review (2026-11-27, session 11): one line edited by both, the edits merged token by token
     "an argument the diff wraps in a cast, one the release adds after it": (
         "r.cc", LAUNCH_SCALE, LAUNCH_SCALE.replace(*WIDENED), LAUNCH_SCALE.replace(*ON_STREAM), REFUSED, REFUSED),

@@ -1531,9 +1531,12 @@ def removed_elsewhere(hunk: Hunk, lines: list[str], scopes, spots: list[int], pr
     if any(kind == "+" for kind, _ in hunk.lines):
         return None
     norm = scopes.norm if scopes else str.strip
-    gone = Counter(norm(text) for kind, text in hunk.lines if kind == "-" and not trivial(norm(text)))
-    if not gone:
+    removed = Counter(norm(text) for kind, text in hunk.lines if kind == "-" and norm(text))
+    gone = Counter({text: n for text, n in removed.items() if not trivial(text)})
+    if not gone and (pre_image is None or not removed):
         return None
+    telling = bool(gone)  # trivial lines alone (an early `return`) are counted only against the pre-image's scope
+    gone = gone or removed
     where = scopes.chain(spots[0] + 1) if scopes and len(spots) == 1 else None
     before = None
     if pre_image is not None:
@@ -1544,6 +1547,8 @@ def removed_elsewhere(hunk: Hunk, lines: list[str], scopes, spots: list[int], pr
     for n, text in here:
         if (text in gone or any(reworded(g, text) for g in gone)) and (before is None or now[text] > before[text]):
             return f"`{lines[n].strip()}` (line {n + 1})"
+    if not telling:
+        return None
     if where is not None:  # moved into a def the scope calls (`_sync()`), whose body holds it
         for n, line in enumerate(lines):
             chain = scopes.chain(n + 1) if norm(line) in gone else []
