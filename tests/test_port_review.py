@@ -218,6 +218,10 @@ CLAMPED = ("        x = x + h\n    x = model.norm(x)\n", "        x = x + h\n   
 BF16_BLOCK = ("        x = x + h\n    x = model.norm(x)\n", '        x = x + h\n    with torch.autocast("cuda", '
               'dtype=torch.bfloat16):\n        h = model.proj(x)\n        h = model.act(h)\n        x = x + h\n'
               '    x = model.norm(x)\n')
+SUM_INT = ("void Sum(const float* x, float* out, int n) {\n  int i = 0;\n  float acc = 0;\n  prepare(out);\n"
+           "  for (i = 0; i < n; ++i) {\n    acc += x[i];\n  }\n  out[0] = acc;\n}\n")
+SUM_INT64 = SUM_INT.replace("int n)", "int64_t n)")
+DOUBLED_X = ("    acc += x[i];\n", "    acc += x[i] * 2;\n")
 RUN_STREAM = "void Run(Stream* s) {\n  Launch(s);\n  s->Synchronize();\n  Record(s);\n  Free(s);\n  Done();\n}\n"
 NO_STREAM_SYNC = RUN_STREAM.replace("  s->Synchronize();\n", "")
 
@@ -533,6 +537,11 @@ GIT_CASES = {
     **{f"{name} (a git diff: its header the kernel)": case for name, case in PREPROCESSED.items()},
     "an overload of one body added above the function git's header names (its first line)": (
         "s.cc", SUM, SUM.replace(*SYNCED), SUM_OVERLOADED, SUM_SYNCED, SUM_SYNCED),
+    # (review 15) overloads of one body, one of them fixed: git's header names the `int n` one
+    "the int overload to fix, the int64_t one fixed already and moved above it": (
+        "k.cc", SUM_INT64 + "\n" + SUM_INT, SUM_INT64 + "\n" + SUM_INT.replace(*DOUBLED_X),
+        SUM_INT + "\n" + SUM_INT64.replace(*DOUBLED_X), REFUSED,  # (the pre-image's fixed copy is the other)
+        SUM_INT.replace(*DOUBLED_X) + "\n" + SUM_INT64.replace(*DOUBLED_X)),
     "two module-level dicts of one text the release swapped (git's header names the dict)": (
         "configs.py", CONFIGS, CONFIGS.replace(*EPS), CONFIGS_SWAPPED, REFUSED, CONFIGS_SWAPPED.replace(*EPS)),
     "a method appended to a class the release gave a new neighbour": (

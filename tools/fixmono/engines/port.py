@@ -939,8 +939,7 @@ def place(hunk: Hunk, lines: list[str], expected: int, scopes: "Mapped | None", 
                               "a neighbouring block that it shows tell them apart (the release may have reordered "
                               "them); refusing to guess")
     if not python and hunk.header.strip():  # git's header the first line of one of several overloads its text fits
-        found_old, found_new = (by_signature(found, hunk, scopes, side)
-                                for found, side in ((found_old, "-"), (found_new, "+")))
+        found_old, found_new = by_signature(found_old, found_new, hunk, scopes)
     at = choose(hunk, found_old, found_new, expected, "its lines", (len(old), len(new)),
                 expected + hunk.new_start - hunk.start, alike, by_line)
     if at is not None:
@@ -1005,15 +1004,18 @@ def another_directive(hunk: Hunk, pre: list[str], lines: list[str], start: int, 
     return f"its lines are under `{said(theirs)}` here, `{said(mine)}` in the diff's pre-image"
 
 
-def by_signature(found: list[int], hunk: Hunk, scopes, side: str) -> list[int]:
-    """Of the places `found` in several C/C++ functions, those in the function whose first line is git's
-    header for the hunk (`T Sum(const T* x, T* out, int n) {`, not the `int64_t n` overload of one body
-    added above it), where that tells; else `found` as it is."""
-    defs = {p: scopes.def_of(p + probe_row(hunk, side)) for p in found}
+def by_signature(found_old: list[int], found_new: list[int], hunk: Hunk, scopes) -> tuple[list[int], list[int]]:
+    """Of the places of the hunk's old and new lines, in several C/C++ functions between them, those in the
+    function whose first line is git's header for the hunk (`T Sum(const T* x, T* out, int n) {`, not the
+    `int64_t n` overload of one body beside it, fixed or not), where that tells; else both as they are."""
+    defs = {(side, p): scopes.def_of(p + probe_row(hunk, side)) for side, found in (("-", found_old), ("+", found_new))
+            for p in found}
     if len(set(defs.values())) < 2:
-        return found
-    named = [p for p, key in defs.items() if key and key[1] == scopes.norm(hunk.header)]
-    return named or found
+        return found_old, found_new
+    named = {key for key, where in defs.items() if where and where[1] == scopes.norm(hunk.header)}
+    if not named:
+        return found_old, found_new
+    return [p for p in found_old if ("-", p) in named], [p for p in found_new if ("+", p) in named]
 
 
 def block_twins(hunk: Hunk, lines: list[str], scopes) -> list[int]:

@@ -305,7 +305,9 @@ def placement(hunk: Hunk, here: dict[int, int], pre: list[str], target: list[str
             if spot is None or removed != len(added):
                 return None
             theirs = target[spot[0]:spot[1]]
-            if theirs == added:  # the target holds this change already
+            if theirs == added:  # the target holds this change already (in the block of the same header)
+                if headers and not headers.same(here, at, spot[0], rows[i:j]):
+                    return None
                 present.append(True)
                 continue
             added = [merge_line(pre[at + n], added[n], theirs[n]) for n in range(removed)]
