@@ -8,13 +8,12 @@ presence check, with that pre-image)."""
 from __future__ import annotations
 
 import dataclasses
-import difflib
 
-from fixmono.engines import three_way
+from fixmono.engines import structure, three_way
 from fixmono.engines.port import DiffTransform
 from fixmono.model.errors import NotApplicable, TargetSyntaxError, TransformFailed, UserError
 from fixmono.model.outcome import FixOutcome, Status
-from fixmono.model.patchfile import git_blob_id, lines_of, parse_patch
+from fixmono.model.patchfile import git_blob_id, lines_of, parse_patch, unified_diff
 
 
 def superseded(outcomes: list[FixOutcome], read, pre_image) -> list[FixOutcome]:
@@ -70,7 +69,7 @@ def carried(change, later: list[FixOutcome], read, pre_image) -> str | None:
     if not after or text is None or text == pre:
         return None
     try:
-        composed = DiffTransform(path, parse_patch(unified(pre, text, path), path).files[0].hunks)
+        composed = DiffTransform(path, parse_patch(unified_diff(lines_of(pre), lines_of(text), path), path).files[0].hunks)
         if composed.rewrite(here, pre).changed:
             return None
     except (TransformFailed, NotApplicable, TargetSyntaxError, UserError):
@@ -78,20 +77,7 @@ def carried(change, later: list[FixOutcome], read, pre_image) -> str | None:
     return f"{path}: present as the series leaves it ({', '.join(after)} edit its lines again, and are here)"
 
 
-def unified(before: str, after: str, path: str) -> str:
-    """The unified diff of two texts, with git's `\\ No newline at end of file` where a last line has no
-    line end (difflib writes none: its diff did not parse)."""
-    out = []
-    for line in difflib.unified_diff(lines_of(before), lines_of(after), f"a/{path}", f"b/{path}"):
-        out.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
-    return "".join(out)
-
-
 def exactly(text: str, hunks) -> str | None:
     """`text` with `hunks` applied at the lines they name, where it is their pre-image; else None."""
     lines = lines_of(text)
-    if not three_way.verified(lines, hunks):
-        return None
-    for hunk in reversed(hunks):
-        lines[hunk.first:hunk.first + len(hunk.old)] = hunk.new
-    return "".join(lines)
+    return "".join(structure.post_image(lines, hunks)[0]) if three_way.verified(lines, hunks) else None

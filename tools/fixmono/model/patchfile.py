@@ -496,6 +496,13 @@ def mail_header(text: str) -> dict:
 DEP3_KEPT = ("Bug", "Forwarded", "Applied-Upstream")  # a patch's own DEP-3 fields that a fix made of it keeps
 
 
+def unified_diff(before: list[str], after: list[str], path: str) -> str:
+    """The unified diff of two texts' lines (a/PATH, b/PATH), with git's `\\ No newline at end of file`
+    after a last line without a line end (difflib writes none: its diff would not parse)."""
+    return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
+                   for line in difflib.unified_diff(before, after, f"a/{path}", f"b/{path}"))
+
+
 def new_line_numbers(old_text: str, new_text: str) -> set[int]:
     """The line numbers (from 1) of `new_text` that are not `old_text`'s."""
     old, new = old_text.splitlines(), new_text.splitlines()

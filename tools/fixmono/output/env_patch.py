@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import difflib
 import os
 from collections import defaultdict
 from contextlib import ExitStack
@@ -28,6 +27,7 @@ from fixmono.apply.run import run
 from fixmono.model.errors import UserError, disk_full
 from fixmono.model.fix import Fix
 from fixmono.model.outcome import Status
+from fixmono.model.patchfile import unified_diff
 from fixmono.model.projects import PROJECTS, checked_range
 from fixmono.output.confine import confined, own_site, relative_to_site
 from fixmono.output.journal import (JOURNAL_DIR, Journal, begin, compile_again, finish, json_text, locked,
@@ -309,10 +309,9 @@ def diff(plan: Plan) -> str:
             before = confined(site, rel).read_bytes()
             if sha256(before) == sha256(data):
                 continue
-            out += difflib.unified_diff(before.decode("utf-8", "replace").splitlines(keepends=True),
-                                        data.decode("utf-8", "replace").splitlines(keepends=True),
-                                        f"a/{rel}", f"b/{rel}")
-    return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in out)
+            out.append(unified_diff(before.decode("utf-8", "replace").splitlines(keepends=True),
+                                    data.decode("utf-8", "replace").splitlines(keepends=True), rel))
+    return "".join(out)
 
 
 
